@@ -1,0 +1,45 @@
+"""The `trainimg` front: parses arguments, calls a command, turns errors into exit codes.
+
+It holds no logic of its own: every command is a function in builder.commands.*.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from builder import __version__
+from builder.commands import matrix_cmd, render_cmd
+from builder.errors import TrainimgError
+
+COMMANDS = (matrix_cmd, render_cmd)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trainimg",
+        description="Build, prove and run pinned GPU training images from a compatibility matrix.",
+    )
+    parser.add_argument("--version", action="version", version=f"trainimg {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        command.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except TrainimgError as exc:
+        print(f"trainimg: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("trainimg: interrupted", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

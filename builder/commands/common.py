@@ -1,0 +1,41 @@
+"""Options every subcommand shares, and the one place that opens the workspace from them."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+
+from builder.errors import TrainimgError
+from builder.workspace import DEFAULT_MATRIX, Workspace, open_workspace
+
+
+def _date(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date {text!r}: expected YYYY-MM-DD") from None
+
+
+def shared_options() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument(
+        "--matrix",
+        default=os.environ.get("TRAINIMG_MATRIX", DEFAULT_MATRIX),
+        help="the compatibility matrix (default: $TRAINIMG_MATRIX or ./matrix.yaml)",
+    )
+    p.add_argument(
+        "--today",
+        type=_date,
+        default=None,
+        help="judge end-of-life dates as of this day (YYYY-MM-DD; default: today)",
+    )
+    return p
+
+
+def workspace(args: argparse.Namespace, *, strict: bool = True) -> Workspace:
+    return open_workspace(args.matrix, args.today, strict=strict)
+
+
+def fail(message: str) -> TrainimgError:
+    return TrainimgError(message)

@@ -1,0 +1,162 @@
+"""`trainimg matrix list|explain|check`: the cells, the facts behind one, the rules over all."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from builder import labels as lab
+from builder.check import ERROR, WARN, Finding, check_cell, violation
+from builder.commands.common import shared_options, workspace
+from builder.matrix.model import Cell, Excluded
+from builder.requirements import nvidia_require_cuda
+from builder.rules import torch_builds
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("matrix", help="list, explain and check the compatibility matrix")
+    msub = p.add_subparsers(dest="matrix_command", required=True, metavar="{list,explain,check}")
+    common = shared_options()
+    ls = msub.add_parser("list", parents=[common], help="a table of the matrix's cells")
+    ls.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ls.add_argument("--all", action="store_true", help="also list excluded cells and why")
+    ls.set_defaults(func=run_list)
+    ex = msub.add_parser(
+        "explain", parents=[common], help="every fact that admits or excludes one cell"
+    )
+    ex.add_argument("cell", help="a cell name (see `trainimg matrix list --all`)")
+    ex.add_argument("--json", action="store_true", help="print JSON")
+    ex.set_defaults(func=run_explain)
+    ck = msub.add_parser("check", parents=[common], help="apply every rule to every cell")
+    ck.add_argument("--json", action="store_true", help="print JSON")
+    ck.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    ck.set_defaults(func=run_check)
+
+
+def cell_summary(cell: Cell) -> dict[str, Any]:
+    return {
+        "name": cell.name,
+        "group": cell.group,
+        **cell.axis_values(),
+        "torch_build": str(cell.torch),
+        "torchao": lab.torchao_version(cell),
+        "base": cell.os.base_ref,
+        "base_pinned": bool(cell.os.digest or cell.os.local),
+        "arch_list": list(lab.arch_list(cell)),
+        "min_driver": lab.min_driver(cell),
+        "gpus": [g.key for g in cell.gpus],
+        "content_hash": cell.content_hash,
+    }
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    ws = workspace(args)
+    if args.json:
+        out: dict[str, Any] = {"cells": [cell_summary(c) for c in ws.cells]}
+        if args.all:
+            out["excluded"] = [_excluded_json(e) for e in ws.expansion.excluded]
+        print(json.dumps(out, indent=2))
+        return 0
+    rows = [["CELL", "OS", "ACCEL", "DRIVER", "PY", "TORCH", "FP8", "FLAVOUR", "HASH"]]
+    for c in ws.cells:
+        v = c.axis_values()
+        rows.append([c.name, c.os.key, "cu128" if c.cuda else "cpu", v["driver"] or "-",
+                     c.python, str(c.torch), c.fp8, c.flavour, c.content_hash])  # fmt: skip
+    print(_table(rows))
+    if args.all and ws.expansion.excluded:
+        print()
+        erows = [["EXCLUDED", "GROUP", "CODE", "REASON"]]
+        erows += [[e.name, e.group, e.reason.code, e.reason.text] for e in ws.expansion.excluded]
+        print(_table(erows))
+    print(f"\n{len(ws.cells)} cells, {len(ws.expansion.excluded)} excluded")
+    return 0
+
+
+def _excluded_json(e: Excluded) -> dict[str, Any]:
+    return {"name": e.name, "group": e.group, **e.values,
+            "reason": {"code": e.reason.code, "text": e.reason.text}}  # fmt: skip
+
+
+def _finding_json(f: Finding) -> dict[str, Any]:
+    return {"rule": f.rule, "severity": str(f.severity), "message": f.message,
+            "sources": [str(s) for s in f.sources]}  # fmt: skip
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    ws = workspace(args, strict=False)
+    excluded = ws.expansion.find_excluded(args.cell)
+    if excluded is not None:
+        if args.json:
+            print(json.dumps({"excluded": _excluded_json(excluded)}, indent=2))
+        else:
+            print(f"cell {excluded.name} is excluded by group {excluded.group}: "
+                  f"[{excluded.reason.code}] {excluded.reason.text}")  # fmt: skip
+            for k, val in excluded.values.items():
+                print(f"  {k:<12} {val if val is not None else '-'}")
+        return 0
+    cell = ws.cell(args.cell)
+    findings = check_cell(cell, ws.today)
+    if args.json:
+        print(json.dumps({"cell": cell_summary(cell),
+                          "findings": [_finding_json(f) for f in findings]}, indent=2))  # fmt: skip
+        return 0
+    s = cell_summary(cell)
+    print(f"cell {cell.name}  (group {cell.group}, content hash {cell.content_hash})")
+    for key in ("os", "accelerator", "driver", "cuda", "gcc", "python", "torch", "fp8", "flavour"):
+        print(f"  {key:<12} {s[key] if s[key] is not None else '-'}")
+    print(f"  {'base':<12} {s['base']}{'' if s['base_pinned'] else '  (not pinned by digest)'}")
+    print("derived from the rules:")
+    index = torch_builds.CU128_INDEX if cell.cuda else torch_builds.CPU_INDEX
+    print(f"  torch build    {cell.torch}  ({index})")
+    if s["torchao"]:
+        print(f"  torchao        {s['torchao']}")
+    if cell.cuda is not None:
+        print(f"  arch list      {' '.join(s['arch_list'])}")
+        print(f"  min driver     {s['min_driver']}")
+        req = nvidia_require_cuda(cell.cuda.version)
+        print(f"  NVIDIA_REQUIRE_CUDA  {req.split()[0]} + {len(req.split()) - 1} brand/driver windows")
+    if cell.gpus:
+        print(f"  target GPUs    {', '.join(g.name for g in cell.gpus)}")
+    print("facts:")
+    for f in findings:
+        print(f"  {f.severity:<5} {f.rule:<20} {f.message}")
+        for src in f.sources:
+            print(f"        {'':<20} source: {src}")
+    errors = [f for f in findings if f.severity is ERROR]
+    return 0 if not errors else 2
+
+
+def run_check(args: argparse.Namespace) -> int:
+    ws = workspace(args, strict=False)
+    problems: list[tuple[Cell, Finding]] = [
+        (c, f) for c in ws.cells for f in check_cell(c, ws.today) if f.severity in (ERROR, WARN)
+    ]
+    errors = [(c, f) for c, f in problems if f.severity is ERROR]
+    warnings = [(c, f) for c, f in problems if f.severity is WARN]
+    if args.json:
+        print(json.dumps({
+            "cells": len(ws.cells),
+            "errors": [{"cell": c.name, **_finding_json(f), "where": str(violation(ws.matrix, c, f))}
+                       for c, f in errors],
+            "warnings": [{"cell": c.name, **_finding_json(f)} for c, f in warnings],
+        }, indent=2))  # fmt: skip
+    else:
+        for c, f in errors:
+            print(f"error: {violation(ws.matrix, c, f)}")
+        # a warning true of many cells is said once, with the cells it concerns
+        grouped: dict[tuple[str, str], list[str]] = {}
+        for c, f in warnings:
+            grouped.setdefault((f.rule, f.message), []).append(c.name)
+        for (rule, message), names in grouped.items():
+            who = names[0] if len(names) == 1 else f"{len(names)} cells"
+            print(f"warning: [{rule}] {message} ({who})")
+        print(f"{len(ws.cells)} cells checked: {len(errors)} errors, {len(warnings)} warnings")
+    if errors:
+        return 2
+    return 1 if (args.strict and warnings) else 0

@@ -1,0 +1,49 @@
+"""`trainimg render [--check]`: write images/<cell>/Containerfile for every cell, or list drift."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from builder.commands.common import shared_options, workspace
+from builder.render import drift, render_all, write_all
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "render",
+        parents=[shared_options()],
+        help="render one Containerfile per cell into images/ (--check: list drift, write nothing)",
+    )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 and list every file that differs from a fresh render",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    ws = workspace(args)
+    outputs = render_all(ws.root, ws.cells, ws.matrix.project)
+    unpinned = sorted({c.os.base for c in ws.cells if not (c.os.digest or c.os.local)})
+    if unpinned:
+        n = sum(1 for c in ws.cells if not (c.os.digest or c.os.local))
+        print(f"warning: {n} cells use a base not pinned by digest (labelled "
+              f"io.trainimg.base.pinned=false): {', '.join(unpinned)}", file=sys.stderr)  # fmt: skip
+    if args.check:
+        d = drift(ws.root, outputs)
+        for label, paths in (("missing", d.missing), ("changed", d.changed), ("stale", d.stale)):
+            for path in paths:
+                print(f"{label}: {path}")
+        if not d.clean:
+            print("images/ has drifted from matrix.yaml and the templates: run `trainimg render`",
+                  file=sys.stderr)  # fmt: skip
+            return 1
+        print(f"{len(outputs)} Containerfiles up to date")
+        return 0
+    d = write_all(ws.root, outputs)
+    print(f"{len(outputs)} cells: {len(d.missing)} written, {len(d.changed)} updated, "
+          f"{len(d.stale)} stale removed, {len(outputs) - len(d.missing) - len(d.changed)} unchanged")  # fmt: skip
+    return 0

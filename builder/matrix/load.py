@@ -1,0 +1,277 @@
+"""matrix.yaml -> Matrix. Every value is checked here, so the rest of the code trusts the model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from builder import validate as v
+from builder.errors import MatrixError
+from builder.matrix import model as m
+from builder.matrix.reader import Reader
+from builder.matrix.yamlnodes import keypath_join, load
+from builder.rules import drivers as driver_rules
+from builder.rules.driver_version import DriverVersion
+from builder.rules.gpus import GPUS
+from builder.rules.oses import DISTROS
+
+SCHEMA_VERSION = "1"
+NAME_FIELDS = ("os", "accelerator", "driver", "cuda", "gcc", "python", "torch", "fp8", "flavour")
+
+
+def load_matrix(path: str | Path) -> m.Matrix:
+    """Read and validate a matrix file. Raises MatrixError naming file, line and key path."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MatrixError(str(p), "no such file (expected the compatibility matrix here)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MatrixError(str(p), f"cannot read: {exc}") from None
+    return parse_matrix(text, str(p))
+
+
+def parse_matrix(text: str, path: str = "matrix.yaml") -> m.Matrix:
+    tree, lines = load(text, path)
+    r = Reader(path, lines)
+    top = r.mapping(
+        tree, "", ("schema", "project", "oses", "drivers", "cuda", "groups"), ("python_packages",)
+    )
+    if top["schema"] != SCHEMA_VERSION:
+        r.fail("schema", f"unsupported schema {top['schema']!r}: this trainimg reads schema 1")
+    oses = {
+        key: _os(r, key, value)
+        for key, value in r.mapping(top["oses"], "oses", open_keys=True).items()
+    }
+    drivers = {
+        key: _driver(r, key, value)
+        for key, value in r.mapping(top["drivers"], "drivers", open_keys=True).items()
+    }
+    cudas = {
+        key: _cuda(r, key, value)
+        for key, value in r.mapping(top["cuda"], "cuda", open_keys=True).items()
+    }
+    packages = _pins(r, top.get("python_packages", {}), "python_packages", v.VERSION)
+    groups = tuple(
+        _group(r, i, g, oses, drivers, cudas)
+        for i, g in enumerate(r.seq(top["groups"], "groups"))
+    )
+    names = [g.name for g in groups]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            r.fail(keypath_join(keypath_join("groups", i), "name"), f"duplicate group name {name!r}")
+    project = _project(r, top["project"])
+    return m.Matrix(path, project, oses, drivers, cudas, packages, groups, lines)
+
+
+def _project(r: Reader, value: Any) -> m.Project:
+    kp = "project"
+    d = r.mapping(
+        value,
+        kp,
+        ("repository", "title", "vendor", "licenses", "source", "name_format", "default_cell"),
+    )
+    repo = r.text(d["repository"], f"{kp}.repository", v.IMAGE_REF)
+    if ":" in repo.rsplit("/", 1)[-1]:
+        r.fail(f"{kp}.repository", f"{repo!r} carries a tag: give the repository only")
+    fmt = r.text(d["name_format"], f"{kp}.name_format", v.NAME_FORMAT)
+    for field in v.format_fields(fmt):
+        if field not in NAME_FIELDS:
+            r.fail(
+                f"{kp}.name_format",
+                f"unknown field {{{field}}} (valid: {', '.join(NAME_FIELDS)})",
+            )
+    return m.Project(
+        repository=repo,
+        title=r.text(d["title"], f"{kp}.title", v.TEXT),
+        vendor=r.text(d["vendor"], f"{kp}.vendor", v.TEXT),
+        licenses=r.text(d["licenses"], f"{kp}.licenses", v.TEXT),
+        source=r.text(d["source"], f"{kp}.source", v.URL),
+        name_format=fmt,
+        default_cell=r.text(d["default_cell"], f"{kp}.default_cell", v.CELL_NAME),
+    )
+
+
+def _pins(r: Reader, value: Any, kp: str, pattern: v.Pattern) -> tuple[m.Pin, ...]:
+    if value is None:
+        return ()
+    d = r.mapping(value, kp, open_keys=True)
+    return tuple(
+        m.Pin(
+            r.text(name, keypath_join(kp, name), v.PACKAGE),
+            r.text(version, keypath_join(kp, name), pattern),
+        )
+        for name, version in d.items()
+    )
+
+
+def _os(r: Reader, key: str, value: Any) -> m.OsSpec:
+    kp = keypath_join("oses", key)
+    r.text(key, kp, v.KEY)
+    d = r.mapping(value, kp, ("base", "python"), ("distro", "digest", "local", "gcc", "packages"))
+    distro_key = r.text(d.get("distro", key), f"{kp}.distro", v.KEY)
+    if distro_key not in DISTROS:
+        where = f"{kp}.distro" if "distro" in d else kp
+        r.fail(where, f"unknown distro {distro_key!r} (known: {', '.join(DISTROS)})")
+    digest = d.get("digest")
+    if digest is not None:
+        digest = r.text(digest, f"{kp}.digest", v.DIGEST)
+    local = r.boolean(d.get("local", False), f"{kp}.local")
+    base = r.text(d["base"], f"{kp}.base", v.IMAGE_REF)
+    if local and not base.startswith("localhost/"):
+        r.fail(f"{kp}.base", f"a local base must be named localhost/...: got {base!r}")
+    python: dict[str, m.Pin] = {}
+    for ver, pin in r.mapping(d["python"], f"{kp}.python", open_keys=True).items():
+        pkp = keypath_join(f"{kp}.python", ver)
+        r.text(ver, pkp, v.PYTHON)
+        p = r.mapping(pin, pkp, ("package",), ("version",))
+        version = p.get("version")
+        python[ver] = m.Pin(
+            r.text(p["package"], f"{pkp}.package", v.PACKAGE),
+            "" if version is None else r.text(version, f"{pkp}.version", v.PACKAGE_VERSION),
+        )
+    gcc: dict[str, tuple[m.Pin, ...]] = {}
+    for major, spec in r.mapping(d.get("gcc", {}), f"{kp}.gcc", open_keys=True).items():
+        gkp = keypath_join(f"{kp}.gcc", major)
+        r.text(major, gkp, v.GCC)
+        gcc[major] = _pins(r, spec, gkp, v.PACKAGE_VERSION)
+    return m.OsSpec(
+        key=key,
+        distro=DISTROS[distro_key],
+        base=base,
+        digest=digest,
+        local=local,
+        python=python,
+        gcc=gcc,
+        packages=_pins(r, d.get("packages"), f"{kp}.packages", v.PACKAGE_VERSION),
+    )
+
+
+def _version(r: Reader, value: Any, kp: str) -> Version:
+    text = r.text(value, kp, v.VERSION)
+    try:
+        return Version(text)
+    except InvalidVersion:  # pragma: no cover - the pattern admits only PEP 440 versions
+        r.fail(kp, f"not a version: {text!r}")
+
+
+def _driver(r: Reader, key: str, value: Any) -> m.DriverSpec:
+    kp = keypath_join("drivers", key)
+    r.text(key, kp, v.KEY)
+    d = r.mapping(value, kp, ("branch", "min_version", "kernel_module"))
+    branch = r.integer(d["branch"], f"{kp}.branch", 300, 999)
+    text = r.text(d["min_version"], f"{kp}.min_version", v.DRIVER_VERSION)
+    min_version = DriverVersion(text)
+    if min_version.major != branch:
+        r.fail(
+            f"{kp}.min_version",
+            f"{min_version} is not on branch {branch} (expected {branch}.x, e.g. {branch}.124.06)",
+        )
+    module = r.choice(d["kernel_module"], f"{kp}.kernel_module", driver_rules.KERNEL_MODULES)
+    return m.DriverSpec(key, branch, min_version, module)
+
+
+def _cuda(r: Reader, key: str, value: Any) -> m.CudaSpec:
+    kp = keypath_join("cuda", key)
+    version = _version(r, key, kp)
+    if len(version.release) != 3 or version.local:
+        r.fail(kp, f"CUDA versions are MAJOR.MINOR.PATCH, e.g. 12.8.1: got {key!r}")
+    repos: dict[str, m.CudaRepo] = {}
+    for family, spec in r.mapping(value, kp, (), ("el9", "debian")).items():
+        fkp = keypath_join(kp, family)
+        d = r.mapping(spec, fkp, ("repo", "gpgkey", "gpgkey_sha256", "runtime"), ("devel",))
+        repos[family] = m.CudaRepo(
+            repo=r.text(d["repo"], f"{fkp}.repo", v.URL),
+            gpgkey=r.text(d["gpgkey"], f"{fkp}.gpgkey", v.URL),
+            gpgkey_sha256=r.text(d["gpgkey_sha256"], f"{fkp}.gpgkey_sha256", v.SHA256),
+            runtime=_pins(r, d["runtime"], f"{fkp}.runtime", v.PACKAGE_VERSION),
+            devel=_pins(r, d.get("devel"), f"{fkp}.devel", v.PACKAGE_VERSION),
+        )
+    return m.CudaSpec(version, repos)
+
+
+def _group(
+    r: Reader,
+    index: int,
+    value: Any,
+    oses: dict[str, m.OsSpec],
+    drivers: dict[str, m.DriverSpec],
+    cudas: dict[str, m.CudaSpec],
+) -> m.Group:
+    kp = keypath_join("groups", index)
+    d = r.mapping(value, kp, ("name", "axes"), ("gpus", "exclude"))
+    name = r.text(d["name"], f"{kp}.name", v.KEY)
+    raw_axes = r.mapping(d["axes"], f"{kp}.axes", (), m.AXES)
+    known: dict[str, tuple[str, ...]] = {
+        "os": tuple(oses),
+        "accelerator": m.ACCELERATORS,
+        "driver": tuple(drivers),
+        "cuda": tuple(cudas),
+        "fp8": m.FP8_BACKENDS,
+        "flavour": m.FLAVOURS,
+    }
+    patterns = {"gcc": v.GCC, "python": v.PYTHON, "torch": v.VERSION}
+    axes: dict[str, tuple[str, ...]] = {}
+    for axis in m.AXES:
+        akp = f"{kp}.axes.{axis}"
+        if axis not in raw_axes:
+            if axis in ("driver", "cuda"):
+                continue  # CPU groups have neither
+            r.fail(f"{kp}.axes", f"missing axis {axis!r}")
+        values = r.seq(raw_axes[axis], akp)
+        out: list[str] = []
+        for i, item in enumerate(values):
+            ikp = keypath_join(akp, i)
+            if axis in known:
+                out.append(r.choice(item, ikp, known[axis]))
+            else:
+                out.append(r.text(item, ikp, patterns[axis]))
+            if axis == "torch" and Version(out[-1]).local:
+                r.fail(ikp, f"give the public version ({Version(out[-1]).public}); the build "
+                       "tag (+cu128, +cpu) follows from the accelerator and CUDA axes")
+            if out[-1] in out[:-1]:
+                r.fail(ikp, f"{out[-1]!r} is listed twice")
+        axes[axis] = tuple(out)
+    has_cpu, has_cuda = "cpu" in axes["accelerator"], "cuda" in axes["accelerator"]
+    if has_cpu and ("driver" in axes or "cuda" in axes):
+        r.fail(f"{kp}.axes", "CPU cells take no driver or cuda axis: put them in a group of their own")
+    if has_cuda and ("driver" not in axes or "cuda" not in axes):
+        r.fail(f"{kp}.axes", "CUDA cells need both a driver and a cuda axis")
+    gpus = []
+    for i, item in enumerate(r.seq(d.get("gpus", []), f"{kp}.gpus", non_empty=False)):
+        gkp = keypath_join(f"{kp}.gpus", i)
+        gpus.append(GPUS[r.choice(item, gkp, tuple(GPUS))])
+    exclude = tuple(
+        _exclusion(r, f"{kp}.exclude", j, e, axes)
+        for j, e in enumerate(r.seq(d.get("exclude", []), f"{kp}.exclude", non_empty=False))
+    )
+    return m.Group(name, axes, tuple(gpus), exclude)
+
+
+def _exclusion(
+    r: Reader, parent: str, index: int, value: Any, axes: dict[str, tuple[str, ...]]
+) -> m.Exclusion:
+    kp = keypath_join(parent, index)
+    d = r.mapping(value, kp, ("match", "reason"))
+    match: dict[str, tuple[str, ...]] = {}
+    for axis, wanted in r.mapping(d["match"], f"{kp}.match", (), m.AXES).items():
+        akp = f"{kp}.match.{axis}"
+        items = wanted if isinstance(wanted, list) else [wanted]
+        for i, item in enumerate(items):
+            if item not in axes.get(axis, ()):
+                r.fail(
+                    akp if not isinstance(wanted, list) else keypath_join(akp, i),
+                    f"{item!r} is not a value of axis {axis} in this group "
+                    f"(values: {', '.join(axes.get(axis, ())) or 'none'})",
+                )
+        match[axis] = tuple(items)
+    if not match:
+        r.fail(f"{kp}.match", "an exclusion must match at least one axis")
+    rd = r.mapping(d["reason"], f"{kp}.reason", ("code", "text"))
+    reason = m.Reason(
+        r.choice(rd["code"], f"{kp}.reason.code", m.EXCLUSION_CODES),
+        r.text(rd["text"], f"{kp}.reason.text", v.TEXT),
+    )
+    return m.Exclusion(match, reason)

@@ -1,0 +1,166 @@
+"""The typed matrix: what matrix.yaml says once every value has passed its pattern."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from packaging.version import Version
+
+from builder.rules.driver_version import DriverVersion
+from builder.rules.gpus import Gpu
+from builder.rules.oses import Distro
+
+ACCELERATORS = ("cuda", "cpu")
+FLAVOURS = ("runtime", "devel")
+FP8_BACKENDS = ("torchao", "transformer-engine", "none")
+AXES = ("os", "accelerator", "driver", "cuda", "gcc", "python", "torch", "fp8", "flavour")
+EXCLUSION_CODES = ("policy", "upstream", "rule", "capacity")
+
+
+@dataclass(frozen=True)
+class Pin:
+    """An OS package pinned to a version (or a `X.Y.*` series where the OS moves patch releases)."""
+
+    name: str
+    version: str
+
+    @property
+    def exact(self) -> bool:
+        return not self.version.endswith(".*")
+
+
+@dataclass(frozen=True)
+class OsSpec:
+    key: str
+    distro: Distro
+    base: str
+    digest: str | None
+    local: bool  # built here (debootstrap -> podman import), never pulled
+    python: dict[str, Pin]  # "3.12" -> python3.12 pin; empty version = preinstalled in base
+    gcc: dict[str, tuple[Pin, ...]]  # "11" -> gcc, gcc-c++ pins
+    packages: tuple[Pin, ...]  # always installed
+
+    @property
+    def family(self) -> str:
+        return self.distro.family
+
+    @property
+    def base_ref(self) -> str:
+        return f"{self.base}@{self.digest}" if self.digest else self.base
+
+
+@dataclass(frozen=True)
+class DriverSpec:
+    key: str
+    branch: int
+    min_version: DriverVersion
+    kernel_module: str  # open | proprietary
+
+
+@dataclass(frozen=True)
+class CudaRepo:
+    """NVIDIA's package repository for one OS family, with its signing key's checksum."""
+
+    repo: str
+    gpgkey: str
+    gpgkey_sha256: str
+    runtime: tuple[Pin, ...]
+    devel: tuple[Pin, ...]
+
+
+@dataclass(frozen=True)
+class CudaSpec:
+    version: Version
+    repos: dict[str, CudaRepo]  # family -> repo
+
+
+@dataclass(frozen=True)
+class Reason:
+    code: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    match: dict[str, tuple[str, ...]]
+    reason: Reason
+
+    def excludes(self, values: dict[str, str | None]) -> bool:
+        return all(values.get(k) in v for k, v in self.match.items())
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    axes: dict[str, tuple[str, ...]]
+    gpus: tuple[Gpu, ...]
+    exclude: tuple[Exclusion, ...]
+
+
+@dataclass(frozen=True)
+class Project:
+    repository: str
+    title: str
+    vendor: str
+    licenses: str
+    source: str
+    name_format: str
+    default_cell: str
+
+
+@dataclass(frozen=True)
+class Matrix:
+    path: str
+    project: Project
+    oses: dict[str, OsSpec]
+    drivers: dict[str, DriverSpec]
+    cuda: dict[str, CudaSpec]
+    python_packages: tuple[Pin, ...]
+    groups: tuple[Group, ...]
+    # key path -> line, for messages about values after loading (rule violations)
+    lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One image: a point of the matrix with every value resolved."""
+
+    name: str
+    group: str
+    os: OsSpec
+    accelerator: str
+    driver: DriverSpec | None
+    cuda: CudaSpec | None
+    gcc: str
+    python: str
+    torch: Version  # with its local build tag: 2.9.1+cu128, 2.13.0+cpu
+    fp8: str
+    flavour: str
+    gpus: tuple[Gpu, ...]
+    python_packages: tuple[Pin, ...]
+    # axis -> key path of the value in matrix.yaml, so a rule violation can name its line
+    origin: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    content_hash: str = ""
+
+    def axis_values(self) -> dict[str, str | None]:
+        return {
+            "os": self.os.key,
+            "accelerator": self.accelerator,
+            "driver": self.driver.key if self.driver else None,
+            "cuda": str(self.cuda.version) if self.cuda else None,
+            "gcc": self.gcc,
+            "python": self.python,
+            "torch": self.torch.public,
+            "fp8": self.fp8,
+            "flavour": self.flavour,
+        }
+
+
+@dataclass(frozen=True)
+class Excluded:
+    """A point of the matrix an exclusion removed, kept so `explain` can say why."""
+
+    name: str
+    group: str
+    values: dict[str, str | None]
+    reason: Reason

@@ -1,0 +1,208 @@
+"""Cell -> Containerfile text through Jinja2 (pure), plus writing and drift-checking images/.
+
+The environment is strict: an undefined name is an error, never an empty string. Values reach
+shell lines only through the `q`, `rpm` and `deb` filters (single-quoted after the matrix
+patterns have already refused quotes), and ENV/LABEL values only through `dq`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from builder import __version__
+from builder.errors import RenderError
+from builder.labels import (
+    PREFIX,
+    TRAINER_HOME,
+    USER_ID,
+    VENV,
+    env,
+    labels,
+    torchao_version,
+)
+from builder.matrix.model import Cell, Pin, Project
+from builder.rules import cuda as cuda_rules
+from builder.rules import torch_builds
+
+TEMPLATE_DIR = Path("images") / "templates"
+BASE_TEMPLATE = "Containerfile.base"
+OUTPUT_NAME = "Containerfile"
+HEADER = "# Rendered by trainimg"
+
+_UNSAFE_SINGLE = re.compile(r"['\n\r\x00]")
+_UNSAFE_DOUBLE = re.compile(r"[\"\\$`\n\r\x00]")
+
+
+def _q(value: object) -> str:
+    text = str(value)
+    if _UNSAFE_SINGLE.search(text):
+        raise RenderError(f"refusing to put {text!r} on a shell line: it holds a quote or newline")
+    return f"'{text}'"
+
+
+def _dq(value: object) -> str:
+    text = str(value)
+    if _UNSAFE_DOUBLE.search(text):
+        raise RenderError(f"refusing to put {text!r} in ENV/LABEL: it holds \" \\ $ ` or a newline")
+    return f'"{text}"'
+
+
+def _rpm(pin: Pin) -> str:
+    return _q(f"{pin.name}-{pin.version}" if pin.version else pin.name)
+
+
+def _deb(pin: Pin) -> str:
+    return _q(f"{pin.name}={pin.version}" if pin.version else pin.name)
+
+
+def environment(root: Path) -> jinja2.Environment:
+    env_ = jinja2.Environment(
+        loader=jinja2.FileSystemLoader([str(root), str(root / TEMPLATE_DIR)]),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=False,
+        lstrip_blocks=False,
+        autoescape=False,  # noqa: S701 - Containerfiles, not HTML; values are pattern-checked
+    )
+    env_.filters.update(q=_q, dq=_dq, rpm=_rpm, deb=_deb)
+    return env_
+
+
+def context(cell: Cell, project: Project) -> dict[str, Any]:
+    """Everything a template may use, derived from the cell and the rules."""
+    ao = torchao_version(cell)
+    requirements = [f"torch=={cell.torch}"]
+    if ao:
+        requirements.append(f"torchao=={ao}")
+    requirements += sorted(f"{p.name}=={p.version}" for p in cell.python_packages)
+    py = cell.os.python.get(cell.python)
+    os_pins = [py] if py is not None and (py.version or cell.os.family == "el9") else []
+    os_pins += list(cell.os.packages)
+    repo = cell.cuda.repos.get(cell.os.family) if cell.cuda else None
+    devel: list[Pin] = []
+    if cell.flavour == "devel":
+        devel += cell.os.gcc.get(cell.gcc, ())
+        devel += repo.devel if repo else ()
+    labels_ = labels(cell, project)
+    labels_[f"{PREFIX}.cell.hash"] = cell.content_hash
+    return {
+        "version": __version__,
+        "cell": cell,
+        "content_hash": cell.content_hash,
+        "base_ref": cell.os.base_ref,
+        "pinned": bool(cell.os.digest or cell.os.local),
+        "os_pins": os_pins,
+        "cuda_repo": repo,
+        "cuda_version": str(cell.cuda.version) if cell.cuda else "",
+        "cuda_minor": cuda_rules.minor(cell.cuda.version) if cell.cuda else "",
+        "devel_pins": devel,
+        "python_bin": f"python{cell.python}",
+        "venv": VENV,
+        "pip_index": torch_builds.CU128_INDEX if cell.cuda else torch_builds.CPU_INDEX,
+        "pip_requirements": requirements,
+        "uid": USER_ID,
+        "env": env(cell),
+        "labels": labels_,
+        "trainer_home": TRAINER_HOME,
+    }
+
+
+def render_cell(jenv: jinja2.Environment, cell: Cell, project: Project) -> str:
+    name = f"{cell.os.family}.Containerfile.j2"
+    try:
+        template = jenv.get_template(name)
+        text = template.render(context(cell, project))
+    except jinja2.TemplateNotFound as exc:
+        raise RenderError(
+            f"template {exc.name} not found (looked in ./ and {TEMPLATE_DIR}/): "
+            f"the {cell.os.family} family needs {name}"
+        ) from None
+    except jinja2.UndefinedError as exc:
+        raise RenderError(f"template {name} for cell {cell.name}: {exc.message}") from None
+    except jinja2.TemplateSyntaxError as exc:
+        raise RenderError(f"{exc.filename or exc.name}:{exc.lineno}: {exc.message}") from None
+    return _tidy(text)
+
+
+def _tidy(text: str) -> str:
+    """Collapse runs of blank lines and end with exactly one newline: stable output."""
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    return text.strip("\n") + "\n"
+
+
+def render_all(root: Path, cells: tuple[Cell, ...], project: Project) -> dict[Path, str]:
+    """images/<cell>/Containerfile -> text, for every cell. Pure apart from reading templates."""
+    jenv = environment(root)
+    return {Path("images") / c.name / OUTPUT_NAME: render_cell(jenv, c, project) for c in cells}
+
+
+@dataclass(frozen=True)
+class Drift:
+    missing: tuple[Path, ...]
+    changed: tuple[Path, ...]
+    stale: tuple[Path, ...]
+
+    @property
+    def clean(self) -> bool:
+        return not (self.missing or self.changed or self.stale)
+
+
+def rendered_outputs(root: Path) -> set[Path]:
+    """Containerfiles under images/ that trainimg wrote (they start with its header)."""
+    found = set()
+    for path in sorted((root / "images").glob(f"*/{OUTPUT_NAME}")):
+        try:
+            head = path.read_text(encoding="utf-8")[: len(HEADER)]
+        except (OSError, UnicodeDecodeError):
+            continue
+        if head == HEADER:
+            found.add(path.relative_to(root))
+    return found
+
+
+def drift(root: Path, outputs: dict[Path, str]) -> Drift:
+    missing, changed = [], []
+    for rel, text in sorted(outputs.items()):
+        path = root / rel
+        if not path.exists():
+            missing.append(rel)
+        elif path.read_text(encoding="utf-8") != text:
+            changed.append(rel)
+    stale = sorted(rendered_outputs(root) - set(outputs))
+    return Drift(tuple(missing), tuple(changed), tuple(stale))
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write to a temporary file beside `path`, fsync, then rename: never a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_all(root: Path, outputs: dict[Path, str]) -> Drift:
+    """Bring images/ in line with `outputs`; returns what had drifted (what was written)."""
+    d = drift(root, outputs)
+    for rel in (*d.missing, *d.changed):
+        atomic_write(root / rel, outputs[rel])
+    for rel in d.stale:
+        (root / rel).unlink()
+        try:
+            (root / rel).parent.rmdir()
+        except OSError:
+            pass  # the directory holds other files (a lock, notes): keep them
+    return d

@@ -1,0 +1,142 @@
+"""CUDA toolkit facts: minimum driver per release, minor-version and forward compatibility,
+the NVIDIA_REQUIRE_CUDA brand windows NVIDIA ships, and the supported host compilers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from packaging.version import Version
+
+from builder.rules.driver_version import DriverVersion
+from builder.rules.sources import (
+    CUDA_FORWARD_COMPAT,
+    CUDA_MVC,
+    CUDA_RELEASE_NOTES,
+    NVIDIA_CUDA_IMAGE_12_8_1,
+    Source,
+)
+
+
+class UnknownCudaRelease(LookupError):
+    """A CUDA version no fact here covers; the message lists the ones that are covered."""
+
+
+@dataclass(frozen=True)
+class CudaRelease:
+    version: Version
+    min_driver: DriverVersion  # Linux x86_64 "toolkit driver version"
+    source: Source = CUDA_RELEASE_NOTES
+
+
+# CUDA release notes, Table 3 (Linux x86_64). compat-facts.md A.1.
+CUDA_RELEASES: dict[str, CudaRelease] = {
+    r.version.base_version: r
+    for r in (
+        CudaRelease(Version("12.0.0"), DriverVersion("525.60.13")),
+        CudaRelease(Version("12.6.0"), DriverVersion("560.28.03")),
+        CudaRelease(Version("12.6.3"), DriverVersion("560.35.05")),
+        CudaRelease(Version("12.8.0"), DriverVersion("570.26")),
+        CudaRelease(Version("12.8.1"), DriverVersion("570.124.06")),
+        CudaRelease(Version("12.9.0"), DriverVersion("575.51.03")),
+        CudaRelease(Version("12.9.1"), DriverVersion("575.57.08")),
+        CudaRelease(Version("13.0.0"), DriverVersion("580.65.06")),
+    )
+}
+
+
+def release(cuda: Version) -> CudaRelease:
+    """The release facts for an exact CUDA version (12.8 means 12.8.0, the GA)."""
+    key = Version(".".join(str(p) for p in (*cuda.release, 0, 0)[:3])).base_version
+    try:
+        return CUDA_RELEASES[key]
+    except KeyError:
+        known = ", ".join(CUDA_RELEASES)
+        raise UnknownCudaRelease(
+            f"CUDA {cuda} is not a release the rules know (known: {known})"
+        ) from None
+
+
+def cuda_tag(cuda: Version) -> str:
+    """PyTorch's wheel tag for a CUDA version: 12.8.1 -> cu128."""
+    return f"cu{cuda.major}{cuda.minor}"
+
+
+# Minor-version compatibility: an application built with CUDA <major>.x runs on a driver at or
+# above this floor, with a limited feature set (no PTX JIT of newer PTX, no newer-driver APIs).
+# compat-facts.md A.2.
+MVC_FLOOR: dict[int, DriverVersion] = {
+    11: DriverVersion("450.80.02"),
+    12: DriverVersion("525.60.13"),
+    13: DriverVersion("580"),
+}
+MVC_SOURCE = CUDA_MVC
+MVC_LIMITS = (
+    "no PTX JIT of PTX newer than the driver (cudaErrorUnsupportedPtxVersion 222: "
+    "torch.compile/Triton kernels fail) and no APIs that need the newer driver "
+    "(cudaErrorCallRequiresNewerDriver)"
+)
+
+# Forward compatibility through cuda-compat-<major>-<minor>: data center GPUs only (GeForce gets
+# error 804), and only on the kernel-mode branches NVIDIA's matrix lists. compat-facts.md A.3.
+FORWARD_COMPAT_BRANCHES: dict[str, tuple[int, ...]] = {"12.8": (535, 550)}
+FORWARD_COMPAT_SOURCE = CUDA_FORWARD_COMPAT
+
+# The brand windows NVIDIA writes into NVIDIA_REQUIRE_CUDA of its 12.8.1 images, in its order:
+# no "geforce" (nor "titan") term. compat-facts.md A.4.
+REQUIRE_BRANDS: tuple[str, ...] = (
+    "unknown", "grid", "tesla", "nvidia", "quadro", "quadrortx",
+    "nvidiartx", "vapps", "vpc", "vcs", "vws", "cloudgaming",
+)  # fmt: skip
+REQUIRE_BRANCH_WINDOWS: dict[str, tuple[int, ...]] = {"12.8": (470, 535, 550, 560, 565)}
+REQUIRE_SOURCE = NVIDIA_CUDA_IMAGE_12_8_1
+
+
+@dataclass(frozen=True)
+class HostCompilerRange:
+    gcc_min: int
+    gcc_max: int  # inclusive
+    source: Source
+
+
+# nvcc 12.8's host-compiler window. conda's cuda-nvcc-dev_linux-64 12.8.93 constrains
+# gcc_impl_linux-64 >=6,<15.0a0; NVIDIA's install guide lists GCC 11 on RHEL 9 (D).
+HOST_COMPILERS: dict[str, HostCompilerRange] = {
+    "12.8": HostCompilerRange(
+        6,
+        14,
+        Source(
+            "https://anaconda.org/main/cuda-nvcc-dev_linux-64 (12.8.93 constrains "
+            "gcc_impl_linux-64 >=6,<15.0a0); https://docs.nvidia.com/cuda/cuda-installation-guide-linux/"
+        ),
+    ),
+}
+
+
+def minor(cuda: Version) -> str:
+    return f"{cuda.major}.{cuda.minor}"
+
+
+# The CUDA driver-API version each driver branch reports (`nvidia-smi` "CUDA Version", and the
+# `cuda` key of NVIDIA_REQUIRE_CUDA). From Table 3's first branch per toolkit; 565 -> 12.7 has no
+# toolkit of its own and is read from driver release notes (not a primary source here).
+DRIVER_BRANCH_CUDA: dict[int, Version] = {
+    470: Version("11.4"),
+    525: Version("12.0"),
+    530: Version("12.1"),
+    535: Version("12.2"),
+    545: Version("12.3"),
+    550: Version("12.4"),
+    555: Version("12.5"),
+    560: Version("12.6"),
+    565: Version("12.7"),
+    570: Version("12.8"),
+    575: Version("12.9"),
+    580: Version("13.0"),
+}
+DRIVER_BRANCH_CUDA_SOURCE = Source(CUDA_RELEASE_NOTES.ref, confirmed=False)
+
+
+def driver_cuda_version(driver: Version) -> Version | None:
+    """The CUDA version a driver supports: its branch's entry, or the nearest lower known one."""
+    known = [b for b in DRIVER_BRANCH_CUDA if b <= driver.major]
+    return DRIVER_BRANCH_CUDA[max(known)] if known else None

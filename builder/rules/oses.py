@@ -1,0 +1,65 @@
+"""Operating-system facts for the image bases: family, glibc, compilers, Pythons, end of life."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from packaging.version import Version
+
+from builder.rules.sources import Source
+
+_RHEL9_LANGS = Source(
+    "https://docs.redhat.com/en/documentation/red_hat_enterprise_linux/9/html/"
+    "installing_and_using_dynamic_programming_languages/"
+    "assembly_introduction-to-python_installing-and-using-dynamic-programming-languages"
+)
+_RHEL9_BASE = Source(
+    "https://docs.redhat.com/en/documentation/red_hat_enterprise_linux/9/html/"
+    "considerations_in_adopting_rhel_9/ (glibc 2.34, GCC 11)"
+)
+_DEBIAN_RELEASES = Source("https://wiki.debian.org/DebianReleases", confirmed=False)
+
+
+@dataclass(frozen=True)
+class Distro:
+    key: str
+    name: str
+    family: str  # el9 | debian: picks the OS-family template
+    glibc: Version
+    gcc_majors: tuple[int, ...]  # gcc majors the distribution's own repositories ship
+    pythons: tuple[str, ...]  # python3.X interpreters in the distribution's repositories
+    eol: dt.date
+    source: Source
+    eol_source: Source
+
+
+# EL9: Python 3.9 default, 3.11 since 9.2, 3.12 since 9.4 (AppStream); system GCC 11, glibc 2.34.
+# CentOS Stream 9 ends with RHEL 9 full support (2027-05-31); RHEL 9 maintenance ends
+# 2032-05-31 (compat-facts.md D; primary sources not read). Rocky follows RHEL's dates.
+DISTROS: dict[str, Distro] = {
+    d.key: d
+    for d in (
+        Distro(
+            "centos-stream9", "CentOS Stream 9", "el9", Version("2.34"), (11,),
+            ("3.9", "3.11", "3.12"), dt.date(2027, 5, 31), _RHEL9_LANGS,
+            Source("https://www.centos.org/centos-stream/", confirmed=False),
+        ),
+        Distro(
+            "ubi9", "Red Hat Universal Base Image 9", "el9", Version("2.34"), (11,),
+            ("3.9", "3.11", "3.12"), dt.date(2032, 5, 31), _RHEL9_LANGS,
+            Source("https://access.redhat.com/support/policy/updates/errata", confirmed=False),
+        ),
+        Distro(
+            "rocky9", "Rocky Linux 9", "el9", Version("2.34"), (11,),
+            ("3.9", "3.11", "3.12"), dt.date(2032, 5, 31), _RHEL9_LANGS,
+            Source("https://wiki.rockylinux.org/rocky/version/", confirmed=False),
+        ),
+        Distro(
+            "debian12", "Debian 12 (bookworm)", "debian", Version("2.36"), (11, 12),
+            ("3.11",), dt.date(2028, 6, 30), _DEBIAN_RELEASES, _DEBIAN_RELEASES,
+        ),
+    )
+}  # fmt: skip
+FAMILIES = ("el9", "debian")
+GLIBC_SOURCE = _RHEL9_BASE

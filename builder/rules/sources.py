@@ -1,0 +1,45 @@
+"""Where a fact comes from. Every number in builder.rules carries one of these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Source:
+    """A citation: a URL or `owner/repo@sha:path`, and whether a primary source confirmed it."""
+
+    ref: str
+    confirmed: bool = True
+
+    def __str__(self) -> str:
+        return self.ref if self.confirmed else f"{self.ref} (unconfirmed)"
+
+
+# The sources cited most often, named once (see ../shared/reference/compat-facts.md sections).
+CUDA_RELEASE_NOTES = Source(
+    "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html (Table 3)"
+)
+CUDA_MVC = Source(
+    "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
+)
+CUDA_FORWARD_COMPAT = Source(
+    "https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html"
+)
+NVIDIA_CUDA_IMAGE_12_8_1 = Source(
+    "pranavmishra90/nvidia-container-images-cuda@60a1c892:dist/12.8.1/rockylinux9/base/Dockerfile"
+    " (GitHub copy of gitlab.com/nvidia/container-images/cuda)"
+)
+LIBNVIDIA_CONTAINER_DSL = Source("NVIDIA/libnvidia-container src/cli/dsl.c, src/cli/configure.c")
+CUDA_GPUS = Source("https://developer.nvidia.com/cuda-gpus")
+BLACKWELL_COMPAT_GUIDE = Source(
+    "https://docs.nvidia.com/cuda/blackwell-compatibility-guide/index.html"
+)
+OPEN_MODULES_BLOG = Source(
+    "https://developer.nvidia.com/blog/"
+    "nvidia-transitions-fully-towards-open-source-gpu-kernel-modules/"
+)
+DRIVER_INSTALL_GUIDE = Source("https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/")
+DATACENTER_DRIVER_LIFECYCLE = Source("https://docs.nvidia.com/datacenter/tesla/drivers/")
+TORCH_BUILD_CUDA_SH = Source("pytorch/pytorch@00c7a380:.ci/manywheel/build_cuda.sh")
+PYPI_TORCH_FILES = Source("https://pypi.org/simple/torch/ (wheel file tags, read 2026-11-29)")

@@ -1,0 +1,100 @@
+"""PyTorch wheel facts: which versions have cu128 builds, their compiled arch lists, the Python
+tags they ship, and the torchao release each one pairs with."""
+
+from __future__ import annotations
+
+from packaging.version import Version
+
+from builder.rules.sources import PYPI_TORCH_FILES, TORCH_BUILD_CUDA_SH, Source
+
+_ARCH_2_8 = ("sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
+
+# Compiled SASS per torch minor for cu128 builds (no trailing PTX). compat-facts.md C.2.
+CU128_ARCH_LIST: dict[str, tuple[str, ...]] = {
+    "2.7": ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"),
+    "2.8": _ARCH_2_8,
+    "2.9": _ARCH_2_8,
+    "2.10": _ARCH_2_8,
+    "2.11": ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"),
+}
+ARCH_LIST_SOURCES: dict[str, Source] = {
+    "2.7": Source("https://github.com/moi90/pytorch_compute_capabilities table.md"),
+    "2.8": Source(f"{TORCH_BUILD_CUDA_SH.ref}; https://github.com/pytorch/pytorch/issues/157517"),
+    "2.9": Source("https://github.com/pytorch/pytorch/issues/182250"),
+    "2.10": Source("https://github.com/pytorch/pytorch/issues/182250 (2.10.0+cu128 output)"),
+    "2.11": Source(
+        "https://github.com/pytorch/pytorch/issues/172352; "
+        "https://github.com/pytorch/pytorch/pull/172598"
+    ),
+}
+# cu128 wheels exist for 2.7.x through 2.11.x; 2.12 and later publish none. compat-facts.md C.1.
+CU128_TORCH = ("2.7", "2.8", "2.9", "2.10", "2.11")
+CU128_SOURCE = Source(
+    "https://download.pytorch.org/whl/cu128; https://github.com/pytorch/pytorch/issues/178665"
+)
+CU128_INDEX = "https://download.pytorch.org/whl/cu128"
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+# CPython tags of the manylinux x86_64 wheels on PyPI, per torch minor.
+PYTHON_TAGS: dict[str, tuple[str, ...]] = {
+    "2.7": ("3.9", "3.10", "3.11", "3.12", "3.13"),
+    "2.8": ("3.9", "3.10", "3.11", "3.12", "3.13"),
+    **{
+        m: ("3.10", "3.11", "3.12", "3.13", "3.14")
+        for m in ("2.9", "2.10", "2.11", "2.12", "2.13", "2.14")
+    },
+}
+PYTHON_TAGS_SOURCE = PYPI_TORCH_FILES
+
+# Wheels are manylinux_2_28: glibc >= 2.28 on the image's OS. compat-facts.md C.1 (PEP 600).
+MANYLINUX_GLIBC = Version("2.28")
+MANYLINUX_SOURCE = Source("https://peps.python.org/pep-0600/; torch wheel file names")
+
+# torchao below 0.17 loads its C++ extensions only against the exact torch it was built with;
+# 0.17.0 and later are ABI-stable and need torch >= 2.11. 0.18.0 ran on torch 2.13.0+cpu here.
+TORCHAO_FOR_TORCH: dict[str, str] = {
+    "2.8.0": "0.13.0",
+    "2.9.0": "0.14.1",
+    "2.9.1": "0.15.0",
+    "2.10.0": "0.16.0",
+    "2.11.0": "0.17.0",
+}
+# ABI-stable releases, newest first: (minimum torch, torchao release).
+TORCHAO_ABI_STABLE: tuple[tuple[Version, str], ...] = (
+    (Version("2.12"), "0.18.0"),
+    (Version("2.11"), "0.17.0"),
+)
+TORCHAO_SOURCE = Source(
+    "https://github.com/pytorch/ao/issues/2919; https://github.com/pytorch/ao/pull/4154; "
+    "../shared/reference/trainer-notes.md (0.18.0 on 2.13.0+cpu)"
+)
+
+
+def torch_minor(torch: Version) -> str:
+    return f"{torch.major}.{torch.minor}"
+
+
+def arch_list(torch: Version, accelerator: str) -> tuple[str, ...] | None:
+    """The SASS arches a torch build was compiled for: () for CPU builds, None when unknown."""
+    if accelerator == "cpu":
+        return ()
+    return CU128_ARCH_LIST.get(torch_minor(torch))
+
+
+def has_cu128(torch: Version) -> bool:
+    return torch_minor(torch) in CU128_TORCH
+
+
+def python_tags(torch: Version) -> tuple[str, ...] | None:
+    return PYTHON_TAGS.get(torch_minor(torch))
+
+
+def torchao_for(torch: Version) -> str | None:
+    """The torchao release to pair with a torch release, or None when no fact covers it."""
+    public = Version(Version(torch.public).base_version)
+    if public.base_version in TORCHAO_FOR_TORCH:
+        return TORCHAO_FOR_TORCH[public.base_version]
+    for floor, release in TORCHAO_ABI_STABLE:
+        if public >= floor:
+            return release
+    return None

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Set up everything trainimg needs on a fresh Debian 12 machine (root, no GPU, no registry):
+# podman and friends from Debian, and a virtual environment in .venv with the toolkit, its
+# test tools and the CPU torch wheel. Safe to run again: it skips what is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+for tool in podman buildah runc debootstrap; do
+    command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
+done
+if ((${#need_apt[@]})); then
+    echo "setup: installing ${need_apt[*]} from Debian" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq podman buildah runc debootstrap >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+fi
+# torch 2.13.0 is the CPU wheel that lies in /opt/wheels on these machines (pip finds it there);
+# pinning it keeps pip from pulling a multi-GB CUDA build.
+.venv/bin/pip install -q --disable-pip-version-check torch==2.13.0
+.venv/bin/pip install -q --disable-pip-version-check -e '.[trainer,dev]'
+echo "setup: ready (.venv)" >&2
