@@ -1,0 +1,206 @@
+"""An isolated podman for machines like CI's: its own config, storage and API service.
+
+On a Debian 12 sandbox without systemd, podman works only with runc, cgroupfs, file events and
+modest ulimits (../shared/reference/podman-here.md). This writes that configuration under one
+directory, points CONTAINERS_CONF / CONTAINERS_STORAGE_CONF at it, and can serve the libpod and
+Docker-compatible APIs on a socket there. It never touches the host's own podman state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from builder.engines.base import EngineError
+
+_CONTAINERS_CONF = """\
+# Written by trainimg (builder/engines/local_podman.py) for an isolated podman.
+[containers]
+# The sandbox lacks CAP_SYS_RESOURCE: podman's default 1048576 limits make runc fail.
+default_ulimits = ["nofile=4096:4096", "nproc=4096:4096"]
+log_driver = "json-file"
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+tmp_dir = "{root}/run/libpod"
+
+[network]
+# Set explicitly: a store that falls back to CNI leaves a cni-podman0 bridge that silently
+# swallows netavark's traffic on the same subnet.
+network_backend = "netavark"
+network_config_dir = "{root}/networks"
+default_network = "{network}"
+"""
+
+_STORAGE_CONF = """\
+[storage]
+driver = "overlay"
+graphroot = "{root}/storage"
+runroot = "{root}/run/storage"
+"""
+
+
+def _network(root: Path) -> tuple[str, str, str]:
+    """A network name, bridge and /24 of its own per root, so two stores never collide."""
+    h = int(hashlib.sha256(str(root).encode()).hexdigest()[:4], 16)
+    return f"trainimg-{h:04x}", f"tim{h:04x}", f"10.{89 + (h >> 8) % 8}.{h % 256}"
+
+
+@dataclass
+class LocalPodman:
+    root: Path
+    _service: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.root = Path(self.root).resolve()
+
+    @property
+    def socket_path(self) -> Path:
+        return self.root / "run" / "podman.sock"
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket_path}"
+
+    def env(self) -> dict[str, str]:
+        return {
+            "CONTAINERS_CONF": str(self.root / "containers.conf"),
+            "CONTAINERS_STORAGE_CONF": str(self.root / "storage.conf"),
+        }
+
+    def configure(self) -> dict[str, str]:
+        """Write the configuration (idempotent) and export it to this process; returns the env."""
+        if shutil.which("podman") is None:
+            raise EngineError("podman is not installed: run scripts/setup.sh (apt-get install podman runc)")
+        name, bridge, prefix = _network(self.root)
+        for sub in ("run/libpod", "run/storage", "storage", "networks"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        files = {
+            "containers.conf": _CONTAINERS_CONF.format(root=self.root, network=name),
+            "storage.conf": _STORAGE_CONF.format(root=self.root),
+            f"networks/{name}.json": json.dumps(
+                {
+                    "name": name,
+                    "id": hashlib.sha256(name.encode()).hexdigest(),
+                    "driver": "bridge",
+                    "network_interface": bridge,
+                    "created": "2026-01-01T00:00:00Z",
+                    "subnets": [{"subnet": f"{prefix}.0/24", "gateway": f"{prefix}.1"}],
+                    "ipv6_enabled": False,
+                    "internal": False,
+                    "dns_enabled": False,
+                    "ipam_options": {"driver": "host-local"},
+                },
+                indent=2,
+            ),
+        }
+        for rel, text in files.items():
+            path = self.root / rel
+            if not path.exists() or path.read_text() != text:
+                path.write_text(text)
+        env = self.env()
+        os.environ.update(env)
+        return env
+
+    def start_service(self, timeout: float = 30) -> str:
+        """Serve the APIs on the socket (unless already served); returns its unix:// URL."""
+        self.configure()
+        if self._ping():
+            return self.url
+        self.socket_path.unlink(missing_ok=True)
+        log = (self.root / "run" / "service.log").open("ab")
+        self._service = subprocess.Popen(
+            ["podman", "system", "service", "--time=0", self.url],
+            stdout=log,
+            stderr=log,
+            env={**os.environ, **self.env()},
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._service.poll() is not None:
+                raise EngineError(
+                    f"podman system service exited ({self._service.returncode}); "
+                    f"see {self.root / 'run' / 'service.log'}"
+                )
+            if self._ping():
+                return self.url
+            time.sleep(0.1)
+        self.stop_service()
+        raise EngineError(f"podman system service did not answer on {self.url} in {timeout:.0f}s")
+
+    def stop_service(self) -> None:
+        if self._service is not None and self._service.poll() is None:
+            os.killpg(self._service.pid, signal.SIGTERM)
+            try:
+                self._service.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self._service.pid, signal.SIGKILL)
+                self._service.wait()
+        self._service = None
+
+    def _ping(self) -> bool:
+        if not self.socket_path.exists():
+            return False
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(2)
+                s.connect(str(self.socket_path))
+                s.sendall(b"GET /_ping HTTP/1.0\r\nHost: d\r\n\r\n")
+                head = s.recv(64)
+        except OSError:
+            return False
+        return head.startswith(b"HTTP/1.") and b" 200 " in head
+
+    def podman(self, *args: str, timeout: float = 600, check: bool = True) -> str:
+        """Run the podman CLI against this store; returns stdout."""
+        proc = subprocess.run(
+            ["podman", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, **self.env()},
+        )
+        if check and proc.returncode != 0:
+            raise EngineError(f"podman {' '.join(args[:3])} failed: {proc.stderr.strip()[-2000:]}")
+        return proc.stdout
+
+
+ROOT_ENV = "TRAINIMG_PODMAN_ROOT"
+
+
+def from_environment() -> LocalPodman | None:
+    """The isolated podman named by $TRAINIMG_PODMAN_ROOT, configured; None when unset."""
+    root = os.environ.get(ROOT_ENV)
+    if not root:
+        return None
+    local = LocalPodman(Path(root))
+    local.configure()
+    return local
+
+
+def podman_cli(local: LocalPodman | None) -> Callable[..., str]:
+    """A podman CLI runner: the isolated store's when given, else podman as configured here."""
+    if local is not None:
+        return local.podman
+
+    def run(*args: str, timeout: float = 600, check: bool = True) -> str:
+        if shutil.which("podman") is None:
+            raise EngineError("podman is not installed: run scripts/setup.sh")
+        proc = subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise EngineError(f"podman {' '.join(args[:3])} failed: {proc.stderr.strip()[-2000:]}")
+        return proc.stdout
+
+    return run
