@@ -1,0 +1,162 @@
+"""What a fatbin scan means for a GPU: will each library's kernels run on it, natively or by JIT?
+
+A kernel module (one fatbin container: the device code of one translation unit) runs on a GPU
+when it carries SASS the GPU can execute, or PTX the driver can JIT-compile for it
+(compat-facts.md B, C.4; builder.rules.gpus):
+- SASS sm_XY (and the family target sm_XYf) runs on compute capability X.Z with Z >= Y
+  (same major only: sm_100 does not run on 12.0); arch-specific SASS sm_XYa only on X.Y;
+- PTX compute_XY is JIT-compiled for any GPU of compute capability >= X.Y; compute_XYa only
+  for X.Y and compute_XYf for the same major.
+A library runs natively when every module has SASS for the GPU; when some module has only PTX,
+it runs after a JIT compile at first use; when some module has neither, those kernels fail with
+"no kernel image is available for execution on the device".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from builder.errors import TrainimgError
+from builder.fatbin import arch_key
+from builder.rules import gpus
+
+CC = tuple[int, int]
+
+
+def parse_gpu(text: str) -> tuple[str, CC]:
+    """'b200', 'rtx5090', 'sm_120', '12.0' or '120' -> (display name, compute capability)."""
+    key = text.strip().lower()
+    if key in gpus.GPUS:
+        g = gpus.GPUS[key]
+        return f"{g.name} ({g.sm})", g.cc
+    try:
+        if "." in key:
+            major, minor = key.split(".", 1)
+            cc = (int(major), int(minor))
+        else:
+            cc = gpus.parse_sm(key if key.startswith(("sm_", "compute_")) else f"sm_{key}")
+    except ValueError:
+        known = ", ".join(sorted(gpus.GPUS))
+        raise TrainimgError(
+            f"unknown GPU {text!r}: give a GPU key ({known}), an arch (sm_100) or a compute "
+            "capability (10.0)"
+        ) from None
+    names = [g.name for g in gpus.by_cc(cc)]
+    label = f"sm_{cc[0]}{cc[1]}"
+    return (f"{label} ({', '.join(names)})" if names else label), cc
+
+
+_TARGET = re.compile(r"^(sm|compute|lto)_(\d+)([af]?)$")
+
+
+def _target(name: str) -> tuple[str, CC, str] | None:
+    """'sm_90a' -> ('sm', (9, 0), 'a'); None for names this module does not judge."""
+    m = _TARGET.match(name)
+    if m is None:
+        return None
+    arch = int(m.group(2))
+    return m.group(1), (arch // 10, arch % 10), m.group(3)
+
+
+def sass_runs(name: str, cc: CC) -> bool:
+    t = _target(name)
+    if t is None or t[0] != "sm":
+        return False
+    _, sass, suffix = t
+    if suffix == "a":
+        return sass == cc
+    return gpus.sass_runs_on(sass, cc)
+
+
+def ptx_jits(name: str, cc: CC) -> bool:
+    t = _target(name)
+    if t is None or t[0] != "compute":
+        return False
+    _, ptx, suffix = t
+    if suffix == "a":
+        return ptx == cc
+    if suffix == "f":
+        return ptx[0] == cc[0] and cc[1] >= ptx[1]
+    return cc >= ptx
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How the modules of one library fare on one GPU."""
+
+    path: str
+    modules: int  # containers with device code
+    native: int  # modules with SASS that runs on the GPU
+    jit: int  # modules with only PTX for it
+    missing: int  # modules with neither
+    sass: tuple[str, ...]  # the SASS targets that run on the GPU
+    ptx: tuple[str, ...]  # the PTX targets the driver can JIT for it
+
+    @property
+    def verdict(self) -> str:
+        if self.missing:
+            return "no"
+        return "jit" if self.jit else "yes"
+
+    def explain(self) -> str:
+        if self.verdict == "yes":
+            return (
+                f"yes: all {self.modules} kernel modules carry SASS that runs on it "
+                f"({', '.join(self.sass)})"
+            )
+        if self.verdict == "jit":
+            return (
+                f"only by JIT: {self.jit} of {self.modules} kernel modules carry no SASS for "
+                f"it, only PTX ({', '.join(self.ptx)}) that the driver compiles at first use"
+            )
+        return (
+            f"no: {self.missing} of {self.modules} kernel modules carry neither SASS nor PTX "
+            "for it ('no kernel image is available for execution on the device')"
+        )
+
+
+def coverage(path: str, modules: Sequence[Sequence[str]], cc: CC) -> Coverage:
+    """Judge each module (the target names of one fatbin container) for compute capability cc."""
+    native = jit = missing = 0
+    sass: set[str] = set()
+    ptx: set[str] = set()
+    counted = 0
+    for targets in modules:
+        if not targets:
+            continue
+        counted += 1
+        runs = [t for t in targets if sass_runs(t, cc)]
+        jits = [t for t in targets if ptx_jits(t, cc)]
+        sass.update(runs)
+        ptx.update(jits)
+        if runs:
+            native += 1
+        elif jits:
+            jit += 1
+        else:
+            missing += 1
+    return Coverage(
+        path,
+        counted,
+        native,
+        jit,
+        missing,
+        tuple(sorted(sass, key=arch_key)),
+        tuple(sorted(ptx, key=arch_key)),
+    )
+
+
+def library_coverage(library: Mapping[str, Any], cc: CC) -> Coverage:
+    """Coverage of one library as LibraryScan.to_dict() (or the in-image scan) describes it."""
+    return coverage(str(library["path"]), library["per_container"], cc)
+
+
+def overall(covs: list[Coverage]) -> str:
+    """'yes' when every library runs natively, 'jit' when some need a JIT, else 'no'."""
+    verdicts = {c.verdict for c in covs}
+    if "no" in verdicts:
+        return "no"
+    return "jit" if "jit" in verdicts else "yes"
