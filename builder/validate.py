@@ -48,7 +48,9 @@ IMAGE_REF = _p(
 )
 DIGEST = _p("digest", r"sha256:[0-9a-f]{64}", "sha256:" + "0" * 64)
 SHA256 = _p("sha256 hex", r"[0-9a-f]{64}", "0" * 64)
-URL = _p("https URL", r"https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/+-]*)?", "https://x.org/a")
+URL = _p(
+    "https URL", r"https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/+-]*)?", "https://x.org/a"
+)
 PYTHON = _p("python version", r"3\.[0-9]{1,2}", "3.12")
 GCC = _p("gcc major", r"[0-9]{1,2}", "11")
 # Free text that ends up inside a quoted LABEL value: printable, no quotes, no backslash.

@@ -59,9 +59,7 @@ def _group_cells(matrix: Matrix, index: int, group: Group) -> list[Cell]:
     out = []
     for combo in itertools.product(*(group.axes[a] for a in axes)):
         values = dict(zip(axes, combo, strict=True))
-        origin = {
-            a: keypath_join(f"{gkp}.axes.{a}", group.axes[a].index(values[a])) for a in axes
-        }
+        origin = {a: keypath_join(f"{gkp}.axes.{a}", group.axes[a].index(values[a])) for a in axes}
         accelerator = values["accelerator"]
         cuda = matrix.cuda[values["cuda"]] if "cuda" in values else None
         driver = matrix.drivers[values["driver"]] if "driver" in values else None
