@@ -420,6 +420,7 @@ def _gpus(cell: Cell, today: dt.date) -> Iterator[Finding]:
                 f"a CPU cell targets no GPU, but the group lists "
                 f"{', '.join(g.key for g in cell.gpus)}",
                 (MATRIX_SOURCE,),
+                "accelerator",
             )
         return
     arches = arch_list(cell)

@@ -54,7 +54,7 @@ URL = _p(
 PYTHON = _p("python version", r"3\.[0-9]{1,2}", "3.12")
 GCC = _p("gcc major", r"[0-9]{1,2}", "11")
 # Free text that ends up inside a quoted LABEL value: printable, no quotes, no backslash.
-TEXT = _p("label text", r"[A-Za-z0-9 .,:;()/_+@-]{1,200}", "ML platform team")
+TEXT = _p("label text", r"[A-Za-z0-9 .,:()/_+@-]{1,200}", "ML platform team")
 # A cell name: what `name_format` produces; also an image tag and a directory name.
 CELL_NAME = _p("cell name", r"[a-z0-9][a-z0-9._-]{0,127}", "rocky9-cu128-py3.12-torch2.9.1-runtime")
 # A name format: literal name characters and {field} placeholders only.
