@@ -21,8 +21,15 @@ Podman = Callable[..., str]
 
 # What a Debian cell's Containerfile expects of its base: python3.X and its venv module.
 INCLUDE = ("python3", "python3-venv")
-TRIM = ("var/lib/apt/lists", "var/cache/apt", "usr/share/doc", "usr/share/man",
-        "usr/share/locale", "usr/share/info", "var/log")  # fmt: skip
+TRIM = (
+    "var/lib/apt/lists",
+    "var/cache/apt",
+    "usr/share/doc",
+    "usr/share/man",
+    "usr/share/locale",
+    "usr/share/info",
+    "var/log",
+)
 
 
 class BaseImageError(TrainimgError):
@@ -56,10 +63,18 @@ def rootfs_tarball(spec: BaseSpec, cache_dir: Path, log: Callable[[str], None]) 
         root = Path(tmp) / "root"
         log(f"debootstrap {spec.suite} ({', '.join(spec.include)}) from {spec.mirror}")
         proc = subprocess.run(
-            ["debootstrap", "--variant=minbase", f"--include={','.join(spec.include)}",
-             spec.suite, str(root), spec.mirror],
-            capture_output=True, text=True, timeout=1800,
-        )  # fmt: skip
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(spec.include)}",
+                spec.suite,
+                str(root),
+                spec.mirror,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
         if proc.returncode != 0:
             tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
             raise BaseImageError(f"debootstrap failed ({proc.returncode}):\n{tail}")
@@ -71,8 +86,9 @@ def rootfs_tarball(spec: BaseSpec, cache_dir: Path, log: Callable[[str], None]) 
         part = Path(tmp) / "rootfs.tar"
         subprocess.run(
             ["tar", "--numeric-owner", "--sort=name", "-C", str(root), "-cf", str(part), "."],
-            check=True, timeout=600,
-        )  # fmt: skip
+            check=True,
+            timeout=600,
+        )
         os.replace(part, tarball)
     return tarball
 
@@ -93,12 +109,15 @@ def make_offline_base(
     log(f"podman import {tarball.name} -> {spec.tag}")
     podman(
         "import",
-        "--change", 'CMD ["/bin/bash"]',
-        "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        "--change", f"LABEL io.trainimg.base.suite={spec.suite}",
+        "--change",
+        'CMD ["/bin/bash"]',
+        "--change",
+        "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "--change",
+        f"LABEL io.trainimg.base.suite={spec.suite}",
         str(tarball),
         spec.tag,
-    )  # fmt: skip
+    )
     return True
 
 

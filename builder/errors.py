@@ -27,7 +27,11 @@ class MatrixError(TrainimgError):
 
     def __str__(self) -> str:
         where = self.path if self.line is None else f"{self.path}:{self.line}"
-        return f"{where}: {self.keypath}: {self.message}" if self.keypath else f"{where}: {self.message}"
+        return (
+            f"{where}: {self.keypath}: {self.message}"
+            if self.keypath
+            else f"{where}: {self.message}"
+        )
 
 
 class RenderError(TrainimgError):

@@ -123,8 +123,12 @@ def content_hash(cell: Cell, project: Project) -> str:
         },
         "cuda": (
             {
-                fam: [repo.repo, repo.gpgkey_sha256, [[p.name, p.version] for p in repo.runtime],
-                      [[p.name, p.version] for p in repo.devel]]
+                fam: [
+                    repo.repo,
+                    repo.gpgkey_sha256,
+                    [[p.name, p.version] for p in repo.runtime],
+                    [[p.name, p.version] for p in repo.devel],
+                ]
                 for fam, repo in sorted(cell.cuda.repos.items())
             }
             if cell.cuda
@@ -134,6 +138,6 @@ def content_hash(cell: Cell, project: Project) -> str:
         "gpus": [g.key for g in cell.gpus],
         "labels": labels(cell, project),
         "env": env(cell),
-    }  # fmt: skip
+    }
     blob = json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()[:16]

@@ -7,6 +7,7 @@ patterns have already refused quotes), and ENV/LABEL values only through `dq`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
@@ -50,7 +51,7 @@ def _q(value: object) -> str:
 def _dq(value: object) -> str:
     text = str(value)
     if _UNSAFE_DOUBLE.search(text):
-        raise RenderError(f"refusing to put {text!r} in ENV/LABEL: it holds \" \\ $ ` or a newline")
+        raise RenderError(f'refusing to put {text!r} in ENV/LABEL: it holds " \\ $ ` or a newline')
     return f'"{text}"'
 
 
@@ -201,8 +202,7 @@ def write_all(root: Path, outputs: dict[Path, str]) -> Drift:
         atomic_write(root / rel, outputs[rel])
     for rel in d.stale:
         (root / rel).unlink()
-        try:
+        # the directory may hold other files (notes, build records): then it stays
+        with contextlib.suppress(OSError):
             (root / rel).parent.rmdir()
-        except OSError:
-            pass  # the directory holds other files (a lock, notes): keep them
     return d

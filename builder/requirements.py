@@ -158,9 +158,7 @@ def evaluate(req: Requirement, host: HostFacts) -> Verdict:
     devices: tuple[Gpu | None, ...] = host.gpus if host.gpus else (None,)
     matched: list[Term | None] = []
     for gpu in devices:
-        hit = next(
-            (t for t in req.terms if all(_holds(c, host, gpu) for c in t.conditions)), None
-        )
+        hit = next((t for t in req.terms if all(_holds(c, host, gpu) for c in t.conditions)), None)
         if hit is None:
             return Verdict(False, tuple(matched), gpu)
         matched.append(hit)

@@ -48,11 +48,13 @@ IMAGE_REF = _p(
 )
 DIGEST = _p("digest", r"sha256:[0-9a-f]{64}", "sha256:" + "0" * 64)
 SHA256 = _p("sha256 hex", r"[0-9a-f]{64}", "0" * 64)
-URL = _p("https URL", r"https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/+-]*)?", "https://x.org/a")
+URL = _p(
+    "https URL", r"https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/+-]*)?", "https://x.org/a"
+)
 PYTHON = _p("python version", r"3\.[0-9]{1,2}", "3.12")
 GCC = _p("gcc major", r"[0-9]{1,2}", "11")
 # Free text that ends up inside a quoted LABEL value: printable, no quotes, no backslash.
-TEXT = _p("label text", r"[A-Za-z0-9 .,:;()/_+@-]{1,200}", "ML platform team")
+TEXT = _p("label text", r"[A-Za-z0-9 .,:()/_+@-]{1,200}", "ML platform team")
 # A cell name: what `name_format` produces; also an image tag and a directory name.
 CELL_NAME = _p("cell name", r"[a-z0-9][a-z0-9._-]{0,127}", "rocky9-cu128-py3.12-torch2.9.1-runtime")
 # A name format: literal name characters and {field} placeholders only.

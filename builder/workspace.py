@@ -8,8 +8,8 @@ from pathlib import Path
 
 from builder.check import first_error
 from builder.errors import TrainimgError
-from builder.matrix.load import load_matrix
 from builder.matrix.expand import Expansion, expand
+from builder.matrix.load import load_matrix
 from builder.matrix.model import Cell, Matrix
 
 DEFAULT_MATRIX = "matrix.yaml"
@@ -37,7 +37,11 @@ class Workspace:
                 f"[{why.reason.code}] {why.reason.text}"
             )
         names = ", ".join(c.name for c in self.cells[:5])
-        more = f" (and {len(self.cells) - 5} more; see `trainimg matrix list`)" if len(self.cells) > 5 else ""
+        more = (
+            f" (and {len(self.cells) - 5} more; see `trainimg matrix list`)"
+            if len(self.cells) > 5
+            else ""
+        )
         raise TrainimgError(f"no cell named {name!r} in {self.matrix.path}; cells: {names}{more}")
 
     def select(self, names: list[str]) -> tuple[Cell, ...]:

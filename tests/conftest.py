@@ -21,7 +21,7 @@ BASE_TAG = "localhost/trainimg-base:bookworm"
 def _need_podman() -> None:
     missing = [t for t in ("podman", "runc") if shutil.which(t) is None]
     if missing:
-        pytest.skip(f"{', '.join(missing)} not installed: run scripts/setup.sh (apt-get install podman runc)")
+        pytest.skip(f"{', '.join(missing)} not installed: run scripts/setup.sh")
 
 
 @pytest.fixture(scope="session")

@@ -27,8 +27,11 @@ def register(sub: Any) -> None:
             f"${ROOT_ENV} to use an isolated podman store (as CI does)."
         ),
     )
-    p.add_argument("--cache", default=os.environ.get("TRAINIMG_CACHE", ".cache"),
-                   help="where the rootfs tarball is cached (default: $TRAINIMG_CACHE or .cache)")  # fmt: skip
+    p.add_argument(
+        "--cache",
+        default=os.environ.get("TRAINIMG_CACHE", ".cache"),
+        help="where the rootfs tarball is cached (default: $TRAINIMG_CACHE or .cache)",
+    )
     p.add_argument("--force", action="store_true", help="re-import even if the image exists")
     p.add_argument("--mirror", default="http://deb.debian.org/debian", help="the Debian mirror")
     p.set_defaults(func=run)
@@ -49,7 +52,12 @@ def run(args: argparse.Namespace) -> int:
                 f"(recipes exist for: {', '.join(SUITES)})"
             )
         spec = BaseSpec(tag=os_spec.base, suite=suite, mirror=args.mirror)
-        made = make_offline_base(spec, Path(args.cache) / "base", podman, force=args.force,
-                                 log=lambda m: print(f"base: {m}", file=sys.stderr))  # fmt: skip
+        made = make_offline_base(
+            spec,
+            Path(args.cache) / "base",
+            podman,
+            force=args.force,
+            log=lambda m: print(f"base: {m}", file=sys.stderr),
+        )
         print(f"{spec.tag}: {'made' if made else 'present'}")
     return 0

@@ -52,7 +52,9 @@ def cell_summary(cell: Cell) -> dict[str, Any]:
 
 def _table(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -66,8 +68,19 @@ def run_list(args: argparse.Namespace) -> int:
     rows = [["CELL", "OS", "ACCEL", "DRIVER", "PY", "TORCH", "FP8", "FLAVOUR", "HASH"]]
     for c in ws.cells:
         v = c.axis_values()
-        rows.append([c.name, c.os.key, "cu128" if c.cuda else "cpu", v["driver"] or "-",
-                     c.python, str(c.torch), c.fp8, c.flavour, c.content_hash])  # fmt: skip
+        rows.append(
+            [
+                c.name,
+                c.os.key,
+                "cu128" if c.cuda else "cpu",
+                v["driver"] or "-",
+                c.python,
+                str(c.torch),
+                c.fp8,
+                c.flavour,
+                c.content_hash,
+            ]
+        )
     print(_table(rows))
     if args.all and ws.expansion.excluded:
         print()
@@ -79,13 +92,21 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def _excluded_json(e: Excluded) -> dict[str, Any]:
-    return {"name": e.name, "group": e.group, **e.values,
-            "reason": {"code": e.reason.code, "text": e.reason.text}}  # fmt: skip
+    return {
+        "name": e.name,
+        "group": e.group,
+        **e.values,
+        "reason": {"code": e.reason.code, "text": e.reason.text},
+    }
 
 
 def _finding_json(f: Finding) -> dict[str, Any]:
-    return {"rule": f.rule, "severity": str(f.severity), "message": f.message,
-            "sources": [str(s) for s in f.sources]}  # fmt: skip
+    return {
+        "rule": f.rule,
+        "severity": str(f.severity),
+        "message": f.message,
+        "sources": [str(s) for s in f.sources],
+    }
 
 
 def run_explain(args: argparse.Namespace) -> int:
@@ -95,16 +116,22 @@ def run_explain(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"excluded": _excluded_json(excluded)}, indent=2))
         else:
-            print(f"cell {excluded.name} is excluded by group {excluded.group}: "
-                  f"[{excluded.reason.code}] {excluded.reason.text}")  # fmt: skip
+            print(
+                f"cell {excluded.name} is excluded by group {excluded.group}: "
+                f"[{excluded.reason.code}] {excluded.reason.text}"
+            )
             for k, val in excluded.values.items():
                 print(f"  {k:<12} {val if val is not None else '-'}")
         return 0
     cell = ws.cell(args.cell)
     findings = check_cell(cell, ws.today)
     if args.json:
-        print(json.dumps({"cell": cell_summary(cell),
-                          "findings": [_finding_json(f) for f in findings]}, indent=2))  # fmt: skip
+        print(
+            json.dumps(
+                {"cell": cell_summary(cell), "findings": [_finding_json(f) for f in findings]},
+                indent=2,
+            )
+        )
         return 0
     s = cell_summary(cell)
     print(f"cell {cell.name}  (group {cell.group}, content hash {cell.content_hash})")
@@ -120,7 +147,9 @@ def run_explain(args: argparse.Namespace) -> int:
         print(f"  arch list      {' '.join(s['arch_list'])}")
         print(f"  min driver     {s['min_driver']}")
         req = nvidia_require_cuda(cell.cuda.version)
-        print(f"  NVIDIA_REQUIRE_CUDA  {req.split()[0]} + {len(req.split()) - 1} brand/driver windows")
+        print(
+            f"  NVIDIA_REQUIRE_CUDA  {req.split()[0]} + {len(req.split()) - 1} brand/driver windows"
+        )
     if cell.gpus:
         print(f"  target GPUs    {', '.join(g.name for g in cell.gpus)}")
     print("facts:")
@@ -140,12 +169,23 @@ def run_check(args: argparse.Namespace) -> int:
     errors = [(c, f) for c, f in problems if f.severity is ERROR]
     warnings = [(c, f) for c, f in problems if f.severity is WARN]
     if args.json:
-        print(json.dumps({
-            "cells": len(ws.cells),
-            "errors": [{"cell": c.name, **_finding_json(f), "where": str(violation(ws.matrix, c, f))}
-                       for c, f in errors],
-            "warnings": [{"cell": c.name, **_finding_json(f)} for c, f in warnings],
-        }, indent=2))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "cells": len(ws.cells),
+                    "errors": [
+                        {
+                            "cell": c.name,
+                            **_finding_json(f),
+                            "where": str(violation(ws.matrix, c, f)),
+                        }
+                        for c, f in errors
+                    ],
+                    "warnings": [{"cell": c.name, **_finding_json(f)} for c, f in warnings],
+                },
+                indent=2,
+            )
+        )
     else:
         for c, f in errors:
             print(f"error: {violation(ws.matrix, c, f)}")

@@ -30,20 +30,27 @@ def run(args: argparse.Namespace) -> int:
     unpinned = sorted({c.os.base for c in ws.cells if not (c.os.digest or c.os.local)})
     if unpinned:
         n = sum(1 for c in ws.cells if not (c.os.digest or c.os.local))
-        print(f"warning: {n} cells use a base not pinned by digest (labelled "
-              f"io.trainimg.base.pinned=false): {', '.join(unpinned)}", file=sys.stderr)  # fmt: skip
+        print(
+            f"warning: {n} cells use a base not pinned by digest (labelled "
+            f"io.trainimg.base.pinned=false): {', '.join(unpinned)}",
+            file=sys.stderr,
+        )
     if args.check:
         d = drift(ws.root, outputs)
         for label, paths in (("missing", d.missing), ("changed", d.changed), ("stale", d.stale)):
             for path in paths:
                 print(f"{label}: {path}")
         if not d.clean:
-            print("images/ has drifted from matrix.yaml and the templates: run `trainimg render`",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                "images/ has drifted from matrix.yaml and the templates: run `trainimg render`",
+                file=sys.stderr,
+            )
             return 1
         print(f"{len(outputs)} Containerfiles up to date")
         return 0
     d = write_all(ws.root, outputs)
-    print(f"{len(outputs)} cells: {len(d.missing)} written, {len(d.changed)} updated, "
-          f"{len(d.stale)} stale removed, {len(outputs) - len(d.missing) - len(d.changed)} unchanged")  # fmt: skip
+    print(
+        f"{len(outputs)} cells: {len(d.missing)} written, {len(d.changed)} updated, "
+        f"{len(d.stale)} stale removed, {len(outputs) - len(d.missing) - len(d.changed)} unchanged"
+    )
     return 0

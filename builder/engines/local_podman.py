@@ -82,7 +82,9 @@ class LocalPodman:
     def configure(self) -> dict[str, str]:
         """Write the configuration (idempotent) and export it to this process; returns the env."""
         if shutil.which("podman") is None:
-            raise EngineError("podman is not installed: run scripts/setup.sh (apt-get install podman runc)")
+            raise EngineError(
+                "podman is not installed: run scripts/setup.sh (apt-get install podman runc)"
+            )
         name, bridge, prefix = _network(self.root)
         for sub in ("run/libpod", "run/storage", "storage", "networks"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)

@@ -42,10 +42,14 @@ def expand(matrix: Matrix) -> Expansion:
     for cell in cells:
         other = seen.get(cell.name)
         if other is not None:
+            a, b = other.axis_values(), cell.axis_values()
+            differ = [k for k in a if a[k] != b[k]]
+            detail = ", ".join(f"{k} {a[k]} vs {b[k]}" for k in differ) or "identical values"
+            fields = " or ".join(f"{{{k}}}" for k in differ) or "a field"
             raise MatrixError(
                 matrix.path,
-                f"duplicate cell name {cell.name!r} (groups {other.group!r} and {cell.group!r}): "
-                f"add a field that tells them apart to name_format {matrix.project.name_format!r}",
+                f"duplicate cell name {cell.name!r} (groups {other.group!r} and {cell.group!r}; "
+                f"{detail}): add {fields} to name_format {matrix.project.name_format!r}",
                 "project.name_format",
                 matrix.lines.get("project.name_format"),
             )
@@ -59,9 +63,7 @@ def _group_cells(matrix: Matrix, index: int, group: Group) -> list[Cell]:
     out = []
     for combo in itertools.product(*(group.axes[a] for a in axes)):
         values = dict(zip(axes, combo, strict=True))
-        origin = {
-            a: keypath_join(f"{gkp}.axes.{a}", group.axes[a].index(values[a])) for a in axes
-        }
+        origin = {a: keypath_join(f"{gkp}.axes.{a}", group.axes[a].index(values[a])) for a in axes}
         accelerator = values["accelerator"]
         cuda = matrix.cuda[values["cuda"]] if "cuda" in values else None
         driver = matrix.drivers[values["driver"]] if "driver" in values else None

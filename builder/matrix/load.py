@@ -55,13 +55,14 @@ def parse_matrix(text: str, path: str = "matrix.yaml") -> m.Matrix:
     }
     packages = _pins(r, top.get("python_packages", {}), "python_packages", v.VERSION)
     groups = tuple(
-        _group(r, i, g, oses, drivers, cudas)
-        for i, g in enumerate(r.seq(top["groups"], "groups"))
+        _group(r, i, g, oses, drivers, cudas) for i, g in enumerate(r.seq(top["groups"], "groups"))
     )
     names = [g.name for g in groups]
     for i, name in enumerate(names):
         if name in names[:i]:
-            r.fail(keypath_join(keypath_join("groups", i), "name"), f"duplicate group name {name!r}")
+            r.fail(
+                keypath_join(keypath_join("groups", i), "name"), f"duplicate group name {name!r}"
+            )
     project = _project(r, top["project"])
     return m.Matrix(path, project, oses, drivers, cudas, packages, groups, lines)
 
@@ -229,14 +230,19 @@ def _group(
             else:
                 out.append(r.text(item, ikp, patterns[axis]))
             if axis == "torch" and Version(out[-1]).local:
-                r.fail(ikp, f"give the public version ({Version(out[-1]).public}); the build "
-                       "tag (+cu128, +cpu) follows from the accelerator and CUDA axes")
+                r.fail(
+                    ikp,
+                    f"give the public version ({Version(out[-1]).public}); the build "
+                    "tag (+cu128, +cpu) follows from the accelerator and CUDA axes",
+                )
             if out[-1] in out[:-1]:
                 r.fail(ikp, f"{out[-1]!r} is listed twice")
         axes[axis] = tuple(out)
     has_cpu, has_cuda = "cpu" in axes["accelerator"], "cuda" in axes["accelerator"]
     if has_cpu and ("driver" in axes or "cuda" in axes):
-        r.fail(f"{kp}.axes", "CPU cells take no driver or cuda axis: put them in a group of their own")
+        r.fail(
+            f"{kp}.axes", "CPU cells take no driver or cuda axis: put them in a group of their own"
+        )
     if has_cuda and ("driver" not in axes or "cuda" not in axes):
         r.fail(f"{kp}.axes", "CUDA cells need both a driver and a cuda axis")
     gpus = []

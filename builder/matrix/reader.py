@@ -60,7 +60,9 @@ class Reader:
 
     def text(self, value: Any, keypath: str, pattern: Pattern) -> str:
         if not isinstance(value, str):
-            self.fail(keypath, f"expected a {pattern.name} (e.g. {pattern.example!r}), got {_kind(value)}")
+            self.fail(
+                keypath, f"expected a {pattern.name} (e.g. {pattern.example!r}), got {_kind(value)}"
+            )
         if not pattern.matches(value):
             self.fail(
                 keypath,
@@ -71,7 +73,9 @@ class Reader:
 
     def choice(self, value: Any, keypath: str, choices: tuple[str, ...]) -> str:
         if not isinstance(value, str) or value not in choices:
-            self.fail(keypath, f"invalid value {_show(value)}: expected one of {', '.join(choices)}")
+            self.fail(
+                keypath, f"invalid value {_show(value)}: expected one of {', '.join(choices)}"
+            )
         return value
 
     def integer(self, value: Any, keypath: str, lo: int, hi: int) -> int:

@@ -48,9 +48,11 @@ def _convert(node: yaml.Node, keypath: str, lines: dict[str, int], path: str) ->
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
                 raise MatrixError(
-                    path, "mapping keys must be plain scalars", keypath or "<top>",
+                    path,
+                    "mapping keys must be plain scalars",
+                    keypath or "<top>",
                     key_node.start_mark.line + 1,
-                )  # fmt: skip
+                )
             key = str(key_node.value)
             child = keypath_join(keypath, key)
             if key in out:
@@ -60,7 +62,9 @@ def _convert(node: yaml.Node, keypath: str, lines: dict[str, int], path: str) ->
             out[key] = _convert(value_node, child, lines, path)
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_convert(v, keypath_join(keypath, i), lines, path) for i, v in enumerate(node.value)]
+        return [
+            _convert(v, keypath_join(keypath, i), lines, path) for i, v in enumerate(node.value)
+        ]
     assert isinstance(node, yaml.ScalarNode)
     if node.tag == _BOOL:
         return bool(yaml.safe_load(node.value))

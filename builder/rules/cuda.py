@@ -84,9 +84,19 @@ FORWARD_COMPAT_SOURCE = CUDA_FORWARD_COMPAT
 # The brand windows NVIDIA writes into NVIDIA_REQUIRE_CUDA of its 12.8.1 images, in its order:
 # no "geforce" (nor "titan") term. compat-facts.md A.4.
 REQUIRE_BRANDS: tuple[str, ...] = (
-    "unknown", "grid", "tesla", "nvidia", "quadro", "quadrortx",
-    "nvidiartx", "vapps", "vpc", "vcs", "vws", "cloudgaming",
-)  # fmt: skip
+    "unknown",
+    "grid",
+    "tesla",
+    "nvidia",
+    "quadro",
+    "quadrortx",
+    "nvidiartx",
+    "vapps",
+    "vpc",
+    "vcs",
+    "vws",
+    "cloudgaming",
+)
 REQUIRE_BRANCH_WINDOWS: dict[str, tuple[int, ...]] = {"12.8": (470, 535, 550, 560, 565)}
 REQUIRE_SOURCE = NVIDIA_CUDA_IMAGE_12_8_1
 

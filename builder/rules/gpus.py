@@ -48,7 +48,17 @@ GPUS: dict[str, Gpu] = {
         Gpu("a100", "NVIDIA A100", (8, 0), "nvidia", True, False, 450, Version("11.0"), _UNCONF),
         Gpu("l4", "NVIDIA L4", (8, 9), "nvidia", True, False, 520, Version("11.8"), _UNCONF),
         Gpu("l40s", "NVIDIA L40S", (8, 9), "nvidia", True, False, 520, Version("11.8"), _UNCONF),
-        Gpu("rtx4090", "GeForce RTX 4090", (8, 9), "geforce", False, False, 520, Version("11.8"), _UNCONF),
+        Gpu(
+            "rtx4090",
+            "GeForce RTX 4090",
+            (8, 9),
+            "geforce",
+            False,
+            False,
+            520,
+            Version("11.8"),
+            _UNCONF,
+        ),
         Gpu("h100", "NVIDIA H100", (9, 0), "nvidia", True, False, 520, Version("11.8"), _UNCONF),
         Gpu("h200", "NVIDIA H200", (9, 0), "nvidia", True, False, 550, Version("11.8"), _UNCONF),
         Gpu("gh200", "NVIDIA GH200", (9, 0), "nvidia", True, True, 550, Version("11.8"), _UNCONF),
@@ -103,11 +113,8 @@ def sass_runs_on(sass: CC, device: CC) -> bool:
 
 def covering_sass(arches: tuple[str, ...], device: CC) -> str | None:
     """The compiled arch (plain sm_XY only) whose SASS runs on `device`, or None."""
-    for arch in arches:
-        if arch.startswith("sm_") and not arch.endswith(("a", "f")):
-            if sass_runs_on(parse_sm(arch), device):
-                return arch
-    return None
+    plain = (a for a in arches if a.startswith("sm_") and not a.endswith(("a", "f")))
+    return next((a for a in plain if sass_runs_on(parse_sm(a), device)), None)
 
 
 def by_cc(cc: CC) -> list[Gpu]:

@@ -41,25 +41,50 @@ DISTROS: dict[str, Distro] = {
     d.key: d
     for d in (
         Distro(
-            "centos-stream9", "CentOS Stream 9", "el9", Version("2.34"), (11,),
-            ("3.9", "3.11", "3.12"), dt.date(2027, 5, 31), _RHEL9_LANGS,
+            "centos-stream9",
+            "CentOS Stream 9",
+            "el9",
+            Version("2.34"),
+            (11,),
+            ("3.9", "3.11", "3.12"),
+            dt.date(2027, 5, 31),
+            _RHEL9_LANGS,
             Source("https://www.centos.org/centos-stream/", confirmed=False),
         ),
         Distro(
-            "ubi9", "Red Hat Universal Base Image 9", "el9", Version("2.34"), (11,),
-            ("3.9", "3.11", "3.12"), dt.date(2032, 5, 31), _RHEL9_LANGS,
+            "ubi9",
+            "Red Hat Universal Base Image 9",
+            "el9",
+            Version("2.34"),
+            (11,),
+            ("3.9", "3.11", "3.12"),
+            dt.date(2032, 5, 31),
+            _RHEL9_LANGS,
             Source("https://access.redhat.com/support/policy/updates/errata", confirmed=False),
         ),
         Distro(
-            "rocky9", "Rocky Linux 9", "el9", Version("2.34"), (11,),
-            ("3.9", "3.11", "3.12"), dt.date(2032, 5, 31), _RHEL9_LANGS,
+            "rocky9",
+            "Rocky Linux 9",
+            "el9",
+            Version("2.34"),
+            (11,),
+            ("3.9", "3.11", "3.12"),
+            dt.date(2032, 5, 31),
+            _RHEL9_LANGS,
             Source("https://wiki.rockylinux.org/rocky/version/", confirmed=False),
         ),
         Distro(
-            "debian12", "Debian 12 (bookworm)", "debian", Version("2.36"), (11, 12),
-            ("3.11",), dt.date(2028, 6, 30), _DEBIAN_RELEASES, _DEBIAN_RELEASES,
+            "debian12",
+            "Debian 12 (bookworm)",
+            "debian",
+            Version("2.36"),
+            (11, 12),
+            ("3.11",),
+            dt.date(2028, 6, 30),
+            _DEBIAN_RELEASES,
+            _DEBIAN_RELEASES,
         ),
     )
-}  # fmt: skip
+}
 FAMILIES = ("el9", "debian")
 GLIBC_SOURCE = _RHEL9_BASE

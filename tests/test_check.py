@@ -1,0 +1,135 @@
+"""The rules applied to cells: what admits a cell, what warns, what makes the matrix invalid."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from builder.check import ERROR, OK, WARN, Finding, check_cell, first_error
+from tests.matrices import TODAY, cell, load
+
+RUNTIME = "rocky9-cu128-py3.12-torch2.9.1-runtime"
+R580 = 'branch: "580", min_version: 580.65.06'
+CPU = "debian12-cpu-py3.11-torch2.13.0-runtime"
+
+
+def by_rule(findings: list[Finding], rule: str) -> list[Finding]:
+    return [f for f in findings if f.rule == rule]
+
+
+def test_valid_cell_is_admitted_by_sourced_facts() -> None:
+    findings = check_cell(cell(RUNTIME), TODAY)
+    assert all(f.severity is OK for f in findings), [f for f in findings if f.severity is not OK]
+    rules = {f.rule for f in findings}
+    assert {"cuda.driver", "cuda.gcc", "torch.build", "torch.python", "gpu.arch"} <= rules
+    driver = by_rule(findings, "cuda.driver")[0]
+    assert "570.124.06" in driver.message
+    assert any("cuda-toolkit-release-notes" in s.ref for s in driver.sources)
+    arch = by_rule(findings, "gpu.arch")
+    assert [f.message.split(" runs the ")[1].split()[0] for f in arch] == [
+        "sm_90",
+        "sm_100",
+        "sm_120",
+    ]
+
+
+def test_driver_below_cuda_minimum_is_an_error_that_mentions_mvc_and_forward_compat() -> None:
+    c = cell(RUNTIME, (R580, 'branch: "550", min_version: 550.54.14'))
+    (f,) = by_rule(check_cell(c, TODAY), "cuda.driver")
+    assert f.severity is ERROR
+    assert "needs driver >= 570.124.06" in f.message
+    assert "minor-version compatibility" in f.message
+    assert "forward compatibility" in f.message  # 550 is in cuda-compat-12-8's matrix
+
+
+def test_driver_below_mvc_floor_mentions_neither() -> None:
+    c = cell(RUNTIME, (R580, 'branch: "470", min_version: 470.256.02'))
+    (f,) = by_rule(check_cell(c, TODAY), "cuda.driver")
+    assert f.severity is ERROR
+    assert "minor-version" not in f.message and "forward" not in f.message
+
+
+def test_blackwell_needs_open_modules() -> None:
+    c = cell(RUNTIME, ("kernel_module: open}", "kernel_module: proprietary}"))
+    errors = [f for f in by_rule(check_cell(c, TODAY), "gpu.open-modules")]
+    assert {f.message.split(" needs")[0] for f in errors} == {"NVIDIA B200", "GeForce RTX 5090"}
+    assert all(f.severity is ERROR for f in errors)
+
+
+def test_proprietary_modules_do_not_exist_from_r620() -> None:
+    c = cell(
+        RUNTIME,
+        (
+            'branch: "580", min_version: 580.65.06, kernel_module: open',
+            'branch: "620", min_version: 620.10.01, kernel_module: proprietary',
+        ),
+    )
+    (f,) = by_rule(check_cell(c, TODAY), "driver.module")
+    assert f.severity is ERROR and "removed from R620" in f.message
+
+
+def test_gpu_without_sass_in_the_wheel_is_no_kernel_image() -> None:
+    # torch 2.11 dropped sm_70; a Volta-era arch list cannot run Blackwell either
+    c = cell(RUNTIME, ("gpus: [h100, b200, rtx5090]", "gpus: [a100, b300]"))
+    arch = by_rule(check_cell(c, TODAY), "gpu.arch")
+    assert [f.severity for f in arch] == [OK, OK]
+    cuda = by_rule(check_cell(c, TODAY), "gpu.cuda")
+    assert cuda and cuda[0].severity is WARN and "B300" in cuda[0].message  # no native 10.3 target
+
+
+def test_fp8_on_ampere_warns() -> None:
+    c = cell(RUNTIME, ("gpus: [h100, b200, rtx5090]", "gpus: [a100]"))
+    (f,) = by_rule(check_cell(c, TODAY), "gpu.fp8")
+    assert f.severity is WARN and "sm_89" in f.message
+
+
+def test_rowwise_note_on_sm120() -> None:
+    notes = by_rule(check_cell(cell(RUNTIME), TODAY), "gpu.fp8")
+    assert len(notes) == 1 and "tensor-wise" in notes[0].message and "RTX 5090" in notes[0].message
+
+
+def test_eol_warnings_follow_the_date() -> None:
+    c = cell(CPU)
+    assert by_rule(check_cell(c, TODAY), "os.eol")[0].severity is OK
+    late = by_rule(check_cell(c, dt.date(2028, 5, 1)), "os.eol")[0]
+    assert late.severity is WARN and "days" in late.message
+    assert "reached end of life" in by_rule(check_cell(c, dt.date(2029, 1, 1)), "os.eol")[0].message
+
+
+def test_unpinned_base_warns() -> None:
+    c = cell(
+        RUNTIME,
+        (
+            "    digest: sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n",
+            "",
+        ),
+    )
+    (f,) = by_rule(check_cell(c, TODAY), "base.pinned")
+    assert f.severity is WARN and "oses.rocky9.digest" in f.message
+
+
+def test_transformer_engine_needs_devel() -> None:
+    _, expansion = load(("fp8: [torchao]", "fp8: [transformer-engine]"))
+    flavours = {c.flavour: check_cell(c, TODAY) for c in expansion.cells if c.cuda}
+    assert by_rule(flavours["runtime"], "fp8.transformer-engine")[0].severity is ERROR
+    assert by_rule(flavours["devel"], "fp8.transformer-engine")[0].severity is OK
+
+
+def test_gcc_outside_nvcc_window() -> None:
+    c = cell(RUNTIME, ('gcc: ["11"]', 'gcc: ["15"]'))
+    (f,) = by_rule(check_cell(c, TODAY), "cuda.gcc")
+    assert f.severity is ERROR and "6..14" in f.message
+
+
+def test_devel_cell_needs_gcc_pins_for_its_gcc() -> None:
+    c = cell("rocky9-cu128-py3.12-torch2.9.1-devel", ('"11": {gcc:', '"12": {gcc:'))
+    (f,) = by_rule(check_cell(c, TODAY), "os.gcc")
+    assert f.severity is ERROR and "no package pins for gcc 11" in f.message
+
+
+def test_first_error_points_at_the_axis_value_line() -> None:
+    matrix, expansion = load(("torch: [2.9.1, 2.11.0]", "torch: [2.9.1, 2.11.0, 2.12.0]"))
+    err = first_error(matrix, expansion, TODAY)
+    assert err is not None
+    assert err.keypath == "groups[0].axes.torch[2]"
+    assert err.line == matrix.lines["groups[0].axes.torch[2]"]
+    assert "torch 2.12.0 has no cu128 build" in str(err)

@@ -1,0 +1,163 @@
+"""Rendering: golden files (like HPCCM's), structure of every Containerfile, drift, atomicity."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from builder.errors import RenderError
+from builder.labels import PREFIX, labels
+from builder.render import atomic_write, drift, environment, render_all, render_cell, write_all
+from tests.matrices import load
+
+REPO = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).parent / "data" / "golden"
+MATRIX, EXPANSION = load()
+
+
+def rendered() -> dict[str, str]:
+    return {p.parent.name: t for p, t in render_all(REPO, EXPANSION.cells, MATRIX.project).items()}
+
+
+@pytest.mark.parametrize("name", [c.name for c in EXPANSION.cells])
+def test_golden(name: str) -> None:
+    """Set UPDATE_GOLDEN=1 to rewrite tests/data/golden after a deliberate template change."""
+    text = rendered()[name]
+    golden = GOLDEN / f"{name}.Containerfile"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        golden.write_text(text, encoding="utf-8")
+    assert text == golden.read_text(encoding="utf-8")
+
+
+def test_output_is_deterministic() -> None:
+    assert rendered() == rendered()
+
+
+def instructions(text: str) -> list[str]:
+    """Instruction keywords in order, continuation lines and comments skipped."""
+    out, cont = [], False
+    for line in text.splitlines():
+        if not cont and line and not line.startswith("#") and not line.startswith(" "):
+            out.append(line.split()[0])
+        cont = line.endswith("\\")
+    return out
+
+
+def label_block(text: str) -> dict[str, str]:
+    block = text[text.index("LABEL \\") :].split("\n\n", 1)[0]
+    return dict(re.findall(r'^\s+([a-z0-9.-]+)="([^"]*)"', block, re.M))
+
+
+@pytest.mark.parametrize("cell", EXPANSION.cells, ids=lambda c: c.name)
+def test_structure(cell: object) -> None:
+    from builder.matrix.model import Cell
+
+    assert isinstance(cell, Cell)
+    text = rendered()[cell.name]
+    ins = instructions(text)
+    assert ins[0] == "FROM"
+    assert ins[-3:] == ["COPY", "ENTRYPOINT", "CMD"], "the trainer must be the last layer"
+    assert "trainer/ /opt/trainimg/trainer/" in text.splitlines()[-3]
+    users = [line for line in text.splitlines() if line.startswith("USER ")]
+    assert users == ["USER 1000:1000"]
+    assert ins.index("USER") < ins.index("COPY")
+    want = labels(cell, MATRIX.project) | {f"{PREFIX}.cell.hash": cell.content_hash}
+    assert label_block(text) == want
+    for pin in cell.python_packages:
+        assert f"'{pin.name}=={pin.version}'" in text
+    assert f"'torch=={cell.torch}'" in text
+    if cell.cuda:
+        assert 'ENV NVIDIA_REQUIRE_CUDA="cuda>=12.8 brand=unknown,driver>=470' in text
+        assert 'ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility"' in text
+        assert 'ENV NVIDIA_VISIBLE_DEVICES="all"' in text
+        assert want[f"{PREFIX}.driver.min"] == "570.124.06"
+        assert "sha256sum -c --strict" in text
+    else:
+        assert "NVIDIA_" not in text
+        assert "apt-get" not in text and "dnf" not in text  # air-gapped: no package manager
+    if cell.flavour == "devel":
+        assert "'gcc-11.5.0-5.el9'" in text and want[f"{PREFIX}.gcc.version"] == "11"
+    else:
+        assert "gcc" not in text.lower().replace("gcc_", "")
+
+
+def test_unpinned_base_is_warned_and_labelled() -> None:
+    m, e = load(
+        (
+            "    digest: sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n",
+            "",
+        )
+    )
+    text = render_cell(environment(REPO), e.cells[0], m.project)
+    assert "# WARNING: the base image is not pinned by digest" in text
+    assert label_block(text)[f"{PREFIX}.base.pinned"] == "false"
+    assert "FROM quay.io/rockylinux/rockylinux:9.6\n" in text
+
+
+def test_pinned_base_is_used_by_digest() -> None:
+    text = rendered()["rocky9-cu128-py3.12-torch2.9.1-runtime"]
+    assert "FROM quay.io/rockylinux/rockylinux:9.6@sha256:0123456789abcdef" in text
+    assert "WARNING" not in text
+
+
+def _project_copy(tmp_path: Path) -> Path:
+    shutil.copy(REPO / "Containerfile.base", tmp_path)
+    shutil.copytree(REPO / "images" / "templates", tmp_path / "images" / "templates")
+    return tmp_path
+
+
+def test_undefined_template_value_is_an_error(tmp_path: Path) -> None:
+    root = _project_copy(tmp_path)
+    base = root / "Containerfile.base"
+    base.write_text(base.read_text().replace("{{ base_ref }}", "{{ base_reff }}"))
+    with pytest.raises(RenderError, match="'base_reff' is undefined"):
+        render_all(root, EXPANSION.cells, MATRIX.project)
+
+
+def test_missing_family_template(tmp_path: Path) -> None:
+    root = _project_copy(tmp_path)
+    (root / "images" / "templates" / "debian.Containerfile.j2").unlink()
+    with pytest.raises(RenderError, match=r"debian\.Containerfile\.j2 not found"):
+        render_all(root, EXPANSION.cells, MATRIX.project)
+
+
+def test_write_then_drift(tmp_path: Path) -> None:
+    root = _project_copy(tmp_path)
+    outputs = render_all(root, EXPANSION.cells, MATRIX.project)
+    first = write_all(root, outputs)
+    assert len(first.missing) == len(outputs) and drift(root, outputs).clean
+    victim = next(iter(outputs))
+    (root / victim).write_text((root / victim).read_text() + "RUN echo edited\n")
+    stale = root / "images" / "old-cell" / "Containerfile"
+    stale.parent.mkdir()
+    stale.write_text("# Rendered by trainimg 0.0.1\nFROM x\n")
+    hand = root / "images" / "hand-made" / "Containerfile"
+    hand.parent.mkdir()
+    hand.write_text("FROM scratch\n")
+    d = drift(root, outputs)
+    assert d.changed == (victim,) and d.stale == (Path("images/old-cell/Containerfile"),)
+    assert not d.missing
+    write_all(root, outputs)
+    assert drift(root, outputs).clean
+    assert not stale.parent.exists()
+    assert hand.exists(), "files trainimg did not write are never touched"
+
+
+def test_atomic_write_leaves_old_file_and_no_temp_on_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "Containerfile"
+    target.write_text("old\n")
+
+    def boom(src: str, dst: str) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write(target, "new\n")
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["Containerfile"]
