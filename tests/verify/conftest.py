@@ -28,8 +28,12 @@ TORCH_SPEC = "torch==2.9.1"  # a cu128 build on PyPI (compat-facts.md C.1, C.2)
 CURAND_SPEC = "nvidia-curand-cu12==10.3.9.90"  # the cuRAND torch 2.9.1 pins; 64 MB
 CUOBJDUMP_SPEC = "nvidia-cuda-cuobjdump==13.2.51"  # NVIDIA's lister, 0.3 MB
 PLATFORM = ["--python-version", "3.11", "--only-binary=:all:"]
-PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
-             "manylinux2014_x86_64"]  # fmt: skip
+PLATFORMS = [
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+]
 
 
 def _record(spec: str, wheel: Path, seconds: float) -> None:
@@ -48,8 +52,20 @@ def fetch_wheel(spec: str, timeout: float = 600) -> Path:
     found = sorted(dest.glob(f"{name}-{version}-*.whl"))
     if found:
         return found[0]
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-           "--progress-bar", "off", "-d", str(dest), *PLATFORM, spec]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--disable-pip-version-check",
+        "--progress-bar",
+        "off",
+        "-d",
+        str(dest),
+        *PLATFORM,
+        spec,
+    ]
     for plat in PLATFORMS:
         cmd += ["--platform", plat]
     start = time.monotonic()
@@ -60,8 +76,9 @@ def fetch_wheel(spec: str, timeout: float = 600) -> Path:
     found = sorted(dest.glob(f"{name}-{version}-*.whl"))
     if proc.returncode != 0 or not found:
         tail = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "WARNING" not in ln][-3:]
-        pytest.skip(f"could not download {spec} from PyPI (pip exit {proc.returncode}): "
-                    f"{' | '.join(tail)}")  # fmt: skip
+        pytest.skip(
+            f"could not download {spec} from PyPI (pip exit {proc.returncode}): {' | '.join(tail)}"
+        )
     _record(spec, found[0], time.monotonic() - start)
     return found[0]
 
@@ -124,8 +141,9 @@ def cuobjdump() -> Path:
 
 def cuobjdump_list(exe: Path, target: Path) -> list[tuple[str, str]]:
     """[(kind, arch)] in cuobjdump's order: ('sass', 'sm_90a'), ('ptx', 'sm_120')."""
-    proc = subprocess.run([str(exe), "-lelf", "-lptx", str(target)], capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
+    proc = subprocess.run(
+        [str(exe), "-lelf", "-lptx", str(target)], capture_output=True, text=True, timeout=600
+    )
     out = []
     for line in proc.stdout.splitlines():
         kind = (

@@ -126,7 +126,15 @@ def build(torch_dir: Path, out_root: Path) -> Path:
         (out / f"{lib}.s").write_text("\n".join(asm) + "\n")
         script = "".join(f"{v} {{ global: {'; '.join(s)}; }};\n" for v, s in by_version.items())
         (out / f"{lib}.map").write_text(script or f"{lib} {{ local: *; }};\n")
-        _run("gcc", "-shared", "-nostdlib", "-o", str(out / lib), str(out / f"{lib}.s"),
-             f"-Wl,-soname,{lib}", f"-Wl,--version-script={out / (lib + '.map')}")  # fmt: skip
+        _run(
+            "gcc",
+            "-shared",
+            "-nostdlib",
+            "-o",
+            str(out / lib),
+            str(out / f"{lib}.s"),
+            f"-Wl,-soname,{lib}",
+            f"-Wl,--version-script={out / (lib + '.map')}",
+        )
     (out / ".complete").write_text("ok\n")
     return out

@@ -28,9 +28,21 @@ def entry(
     size = len(payload) if declared_size is None else declared_size
     head = struct.pack(
         "<HHIQIIHHIIIQQQ",
-        kind, 0x0101, header_size, size, compressed_size, 0,
-        version[1], version[0], arch, 0, 0, flags, 0, decompressed_size,
-    )  # fmt: skip
+        kind,
+        0x0101,
+        header_size,
+        size,
+        compressed_size,
+        0,
+        version[1],
+        version[0],
+        arch,
+        0,
+        0,
+        flags,
+        0,
+        decompressed_size,
+    )
     return head + b"\0" * (header_size - 64) + payload
 
 
@@ -70,8 +82,21 @@ def elf64(
         blob += struct.pack("<IIQQQQIIQQ", offsets[name], typ, 0, 0, off, size, 0, 0, 8, 0)
     ident = b"\x7fELF" + bytes([ei_class, ei_data, 1]) + b"\0" * 9
     header = struct.pack(
-        "<16sHHIQQQIHHHHHH", ident, 1, 62, 1, 0, 0, shoff, 0, 64, 0, 0, 64, len(placed) + 1,
+        "<16sHHIQQQIHHHHHH",
+        ident,
+        1,
+        62,
+        1,
+        0,
+        0,
+        shoff,
+        0,
+        64,
+        0,
+        0,
+        64,
+        len(placed) + 1,
         len(placed),
-    )  # fmt: skip
+    )
     blob[:64] = header
     return bytes(blob)

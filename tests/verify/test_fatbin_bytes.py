@@ -40,8 +40,13 @@ def test_lists_every_entry_across_containers(tmp_path: Path) -> None:
     assert scan.section == ".nv_fatbin"
     assert scan.containers == 2
     assert [e.name for e in scan.entries] == [
-        "sm_90", "sm_100", "compute_120", "sm_90", "sm_90a", "sm_100",
-    ]  # fmt: skip
+        "sm_90",
+        "sm_100",
+        "compute_120",
+        "sm_90",
+        "sm_90a",
+        "sm_100",
+    ]
     assert [e.container for e in scan.entries] == [0, 0, 0, 1, 1, 1]
     assert scan.sass == ["sm_90", "sm_90a", "sm_100"]
     assert scan.ptx == ["compute_120"]

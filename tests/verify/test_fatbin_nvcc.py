@@ -26,25 +26,72 @@ def built(nvcc: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pat
         (d / f"k{n}.cu").write_text(KERNEL.format(n=n))
 
     def run(*args: str) -> None:
-        proc = subprocess.run([str(nvcc), *args], cwd=d, capture_output=True, text=True,
-                              timeout=300)  # fmt: skip
+        proc = subprocess.run(
+            [str(nvcc), *args], cwd=d, capture_output=True, text=True, timeout=300
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
 
-    run("-shared", "-Xcompiler", "-fPIC", "-o", "libmulti.so", "k0.cu", "k1.cu", "k2.cu",
-        "-gencode", "arch=compute_80,code=sm_80",
-        "-gencode", "arch=compute_120,code=[sm_120,compute_120]")  # fmt: skip
-    run("-c", "k0.cu", "-o", "special.o",
-        "-gencode", "arch=compute_90a,code=sm_90a", "-gencode", "arch=compute_100f,code=sm_100f",
-        "-gencode", "arch=compute_100a,code=sm_100a",
-        "-gencode", "arch=compute_103a,code=compute_103a",
-        "-gencode", "arch=compute_120f,code=compute_120f")  # fmt: skip
-    run("-c", "k0.cu", "-o", "lz4.o", "-Xfatbin", "-compress-all", "-compress-mode=speed",
-        "-gencode", "arch=compute_80,code=sm_80")  # fmt: skip
-    run("-c", "k0.cu", "-o", "plain.o", "-compress-mode=none",
-        "-gencode", "arch=compute_75,code=[sm_75,compute_75]")  # fmt: skip
+    run(
+        "-shared",
+        "-Xcompiler",
+        "-fPIC",
+        "-o",
+        "libmulti.so",
+        "k0.cu",
+        "k1.cu",
+        "k2.cu",
+        "-gencode",
+        "arch=compute_80,code=sm_80",
+        "-gencode",
+        "arch=compute_120,code=[sm_120,compute_120]",
+    )
+    run(
+        "-c",
+        "k0.cu",
+        "-o",
+        "special.o",
+        "-gencode",
+        "arch=compute_90a,code=sm_90a",
+        "-gencode",
+        "arch=compute_100f,code=sm_100f",
+        "-gencode",
+        "arch=compute_100a,code=sm_100a",
+        "-gencode",
+        "arch=compute_103a,code=compute_103a",
+        "-gencode",
+        "arch=compute_120f,code=compute_120f",
+    )
+    run(
+        "-c",
+        "k0.cu",
+        "-o",
+        "lz4.o",
+        "-Xfatbin",
+        "-compress-all",
+        "-compress-mode=speed",
+        "-gencode",
+        "arch=compute_80,code=sm_80",
+    )
+    run(
+        "-c",
+        "k0.cu",
+        "-o",
+        "plain.o",
+        "-compress-mode=none",
+        "-gencode",
+        "arch=compute_75,code=[sm_75,compute_75]",
+    )
     run("-c", "k0.cu", "-o", "lto.o", "-rdc=true", "-gencode", "arch=compute_90,code=lto_90")
-    run("-fatbin", "k0.cu", "-o", "k0.fatbin", "-gencode", "arch=compute_86,code=sm_86",
-        "-gencode", "arch=compute_100,code=compute_100")  # fmt: skip
+    run(
+        "-fatbin",
+        "k0.cu",
+        "-o",
+        "k0.fatbin",
+        "-gencode",
+        "arch=compute_86,code=sm_86",
+        "-gencode",
+        "arch=compute_100,code=compute_100",
+    )
     return {p.name: p for p in d.iterdir()}
 
 

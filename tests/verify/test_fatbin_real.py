@@ -82,8 +82,14 @@ def test_arch_flags_agree_with_the_scan(torch_cu128: Path, cuda_stub_dir: Path) 
         "  'get_arch_list': torch.cuda.get_arch_list()}))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(torch_cu128), "LD_LIBRARY_PATH": str(cuda_stub_dir)}
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=torch_cu128)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=torch_cu128,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     info = json.loads(proc.stdout.strip().splitlines()[-1])
     assert info["version"] == "2.9.1+cu128" and info["cuda"] == "12.8"
@@ -99,9 +105,18 @@ def test_arch_flags_agree_with_the_scan(torch_cu128: Path, cuda_stub_dir: Path) 
 def test_curand_older_arches_and_ptx(libcurand: Path) -> None:
     scan = scan_file(libcurand)
     assert scan.in_every_container("sass") == [
-        "sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90",
-        "sm_100", "sm_101", "sm_120",
-    ]  # fmt: skip
+        "sm_50",
+        "sm_60",
+        "sm_70",
+        "sm_75",
+        "sm_80",
+        "sm_86",
+        "sm_89",
+        "sm_90",
+        "sm_100",
+        "sm_101",
+        "sm_120",
+    ]
     assert scan.ptx == ["compute_120"]
     counts = scan.container_counts()
     assert counts["compute_120"] == scan.containers - 1  # one module has no PTX
