@@ -1,0 +1,93 @@
+"""`trainimg verify IMAGE|CELL`: prove from inside a running container that an image does what
+its labels and the matrix say (builder/verify; docs/verify.md).
+
+Exit codes: 0 every check passed or was skipped with a reason; 1 a check failed; 2 the image or
+the engine could not be used; 130 interrupted (the container is removed first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from builder.commands.common import shared_options
+from builder.errors import TrainimgError
+from builder.verify.runner import DEFAULT_STEPS, verify
+from builder.verify.scan import IMAGE_ROOTS
+from builder.verify.target import load_workspace, resolve_image
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "verify",
+        parents=[shared_options()],
+        help="run the image's checks from inside a container (testinfra): versions, GPU, "
+        "sm_100 kernels, a short BF16/FP8 training step, labels, user",
+        description=(
+            "Start IMAGE (or the image of matrix CELL) with `sleep infinity`, run the testinfra "
+            "suite against it through podman:// or docker://, and remove the container whatever "
+            "happens. A check that cannot apply here (no GPU, a CPU cell) is skipped with the "
+            "reason, never passed. Exit 0 only when no check failed."
+        ),
+    )
+    p.add_argument("target", metavar="IMAGE|CELL")
+    p.add_argument(
+        "--engine",
+        choices=("podman", "docker"),
+        default=None,
+        help="the engine (default: the first that answers)",
+    )
+    p.add_argument(
+        "--gpus",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="attach GPUs: auto (when the host has a CDI spec / NVIDIA device), on, off",
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=DEFAULT_STEPS,
+        help=f"training steps per precision preset (default {DEFAULT_STEPS})",
+    )
+    p.add_argument(
+        "--root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help=f"where to scan for CUDA libraries (default: {' '.join(IMAGE_ROOTS)})",
+    )
+    p.add_argument("--junitxml", metavar="FILE", help="also write a JUnit XML report")
+    p.add_argument("--json", metavar="FILE", help="also write the JSON report ('-': stdout)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.steps < 2:
+        raise TrainimgError(f"--steps {args.steps}: need at least 2 steps to see the loss fall")
+    image = resolve_image(args.target, args.matrix)
+    ws = load_workspace(args.matrix)
+    from builder.verify.connect import connect
+
+    engine = connect(args.engine)
+    try:
+        report = verify(
+            engine,
+            image,
+            workspace=ws,
+            gpus=args.gpus,
+            steps=args.steps,
+            junitxml=args.junitxml,
+            roots=args.root or IMAGE_ROOTS,
+        )
+    finally:
+        engine.close()
+    if args.json == "-":
+        print(report.to_json())
+        print(report.text(), file=sys.stderr)
+    else:
+        if args.json:
+            Path(args.json).write_text(report.to_json() + "\n", encoding="utf-8")
+        print(report.text())
+    return 0 if report.ok else 1

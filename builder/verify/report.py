@@ -1,0 +1,125 @@
+"""Collect the suite's outcomes (a pytest plugin) and write them: a readable summary and JSON.
+JUnit XML comes from pytest's own --junitxml."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pytest
+
+OUTCOMES = ("passed", "failed", "error", "skipped")
+
+
+@dataclass
+class Check:
+    name: str  # test_torch_version -> torch_version
+    outcome: str  # passed | failed | error | skipped
+    message: str = ""
+    details: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _message(report: pytest.TestReport | pytest.CollectReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple):  # a skip: (file, line, "Skipped: reason")
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    crash = getattr(longrepr, "reprcrash", None)
+    text = str(crash.message) if crash is not None else str(longrepr or "")
+    text = text.removeprefix("Failed: ")
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+class Collector:
+    """A pytest plugin: one Check per test, in order."""
+
+    def __init__(self) -> None:
+        self.checks: dict[str, Check] = {}
+
+    def _check(self, nodeid: str) -> Check:
+        name = nodeid.rsplit("::", 1)[-1].removeprefix("test_")
+        return self.checks.setdefault(nodeid, Check(name, "passed"))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        check = self._check(report.nodeid)
+        check.seconds += report.duration
+        for key, value in report.user_properties:
+            if key == "detail" and str(value) not in check.details:
+                check.details.append(str(value))
+        if report.when == "call":
+            if report.skipped:
+                check.outcome, check.message = "skipped", _message(report)
+            elif report.failed:
+                check.outcome, check.message = "failed", _message(report)
+        elif report.when == "setup" and report.skipped:
+            check.outcome, check.message = "skipped", _message(report)
+        elif report.failed and check.outcome != "failed":  # setup or teardown broke
+            check.outcome, check.message = "error", f"{report.when}: {_message(report)}"
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.checks[report.nodeid or "collect"] = Check(
+                "collect", "error", f"the suite could not be collected: {_message(report)}"
+            )
+
+    def results(self) -> list[Check]:
+        return list(self.checks.values())
+
+
+@dataclass
+class Report:
+    image: str
+    image_id: str
+    cell: str | None
+    matrix: bool  # compared with a matrix cell, or with the labels only
+    engine: str
+    container: str
+    gpu: dict[str, Any]
+    checks: list[Check]
+    pytest_exit: int
+
+    def counts(self) -> dict[str, int]:
+        return {o: sum(1 for c in self.checks if c.outcome == o) for o in OUTCOMES}
+
+    @property
+    def ok(self) -> bool:
+        c = self.counts()
+        return (
+            c["failed"] == 0 and c["error"] == 0 and c["passed"] > 0 and self.pytest_exit in (0, 1)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "image": self.image,
+            "image_id": self.image_id,
+            "cell": self.cell,
+            "compared_with": "matrix" if self.matrix else "labels",
+            "engine": self.engine,
+            "container": self.container,
+            "gpu": self.gpu,
+            "ok": self.ok,
+            "summary": self.counts(),
+            "checks": [asdict(c) for c in self.checks],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def text(self) -> str:
+        gpu = "GPU attached" if self.gpu.get("attached") else "no GPU"
+        against = f"matrix cell {self.cell}" if self.matrix else "its labels (cell not in matrix)"
+        lines = [f"trainimg verify {self.image} ({self.engine}, {gpu}) against {against}"]
+        tag = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "SKIP"}
+        width = max((len(c.name) for c in self.checks), default=10)
+        for c in self.checks:
+            text = c.message if c.outcome != "passed" else "; ".join(c.details)
+            lines.append(f"  {tag[c.outcome]:<5} {c.name:<{width}}  {text}")
+        n = self.counts()
+        verdict = "OK" if self.ok else "FAILED"
+        lines.append(
+            f"{verdict}: {len(self.checks)} checks: {n['passed']} passed, "
+            f"{n['failed']} failed, {n['error']} errors, {n['skipped']} skipped "
+            "(skipped is not passed)"
+        )
+        return "\n".join(lines)

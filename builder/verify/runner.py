@@ -1,0 +1,130 @@
+"""verify end to end: inspect the image, start it, run the suite against it, remove it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builder.engines.base import Engine
+from builder.verify import expect as expectations
+from builder.verify import suite
+from builder.verify.lifecycle import plan_gpus, running_container
+from builder.verify.report import Check, Collector, Report
+from builder.verify.scan import IMAGE_ROOTS
+from builder.verify.target import find_cell
+from builder.workspace import Workspace
+
+SUITE_DIR = Path(suite.__file__).resolve().parent
+DEFAULT_STEPS = 12
+
+
+def pytest_args(context_file: Path, junitxml: str | None) -> list[str]:
+    """The suite runs isolated from any project configuration (no ini, no outer conftest)."""
+    args = [
+        str(SUITE_DIR),
+        "-c",
+        os.devnull,
+        "--rootdir",
+        str(SUITE_DIR),
+        "--confcutdir",
+        str(SUITE_DIR),
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:terminal",
+        "-o",
+        "junit_suite_name=trainimg-verify",
+        "-o",
+        "junit_family=xunit2",
+        "--trainimg-context",
+        str(context_file),
+    ]
+    if junitxml:
+        args += ["--junitxml", junitxml]
+    return args
+
+
+def run_suite(ctx: dict[str, Any], junitxml: str | None = None) -> tuple[int, list[Check]]:
+    collector = Collector()
+    with tempfile.TemporaryDirectory(prefix="trainimg-verify-") as tmp:
+        context_file = Path(tmp) / "context.json"
+        context_file.write_text(json.dumps(ctx), encoding="utf-8")
+        code = pytest.main(pytest_args(context_file, junitxml), plugins=[collector])
+    return int(code), collector.results()
+
+
+@contextlib.contextmanager
+def cli_environment(engine: Engine) -> Iterator[None]:
+    """testinfra's docker:// backend runs the docker CLI: point it at the engine's socket.
+    (podman:// runs the podman CLI, which follows CONTAINERS_CONF like the engine does.)"""
+    old = os.environ.get("DOCKER_HOST")
+    if engine.name == "docker" and engine.base_url.startswith(("unix://", "tcp://")):
+        os.environ["DOCKER_HOST"] = engine.base_url
+    try:
+        yield
+    finally:
+        if engine.name == "docker":
+            if old is None:
+                os.environ.pop("DOCKER_HOST", None)
+            else:
+                os.environ["DOCKER_HOST"] = old
+
+
+def verify(
+    engine: Engine,
+    image: str,
+    *,
+    workspace: Workspace | None,
+    gpus: str = "auto",
+    steps: int = DEFAULT_STEPS,
+    junitxml: str | None = None,
+    roots: Sequence[str] = IMAGE_ROOTS,
+) -> Report:
+    """Run every check against `image`; raises KeyboardInterrupt after cleanup on Ctrl-C."""
+    info = engine.inspect_image(image)
+    cell = find_cell(workspace, info.labels.get("io.trainimg.cell", ""))
+    if cell is not None and workspace is not None:
+        expect = expectations.from_cell(cell, workspace.matrix.project)
+    else:
+        expect = expectations.from_labels(dict(info.labels))
+    plan = plan_gpus(engine.name, gpus)
+    gpu: dict[str, Any] = {"attached": plan.attach, "reason": plan.reason}
+    with running_container(engine, image, gpus=plan.attach) as name, cli_environment(engine):
+        ctx = {
+            "host": f"{engine.name}://{name}",
+            "engine": engine.name,
+            "container": name,
+            "image": {
+                "ref": image,
+                "id": info.id,
+                "labels": dict(info.labels),
+                "env": dict(info.env),
+                "user": info.user,
+                "entrypoint": list(info.entrypoint),
+            },
+            "gpu": gpu,
+            "expect": expect,
+            "train": {"steps": steps},
+            "scan_roots": list(roots),
+        }
+        code, checks = run_suite(ctx, junitxml)
+    if code == pytest.ExitCode.INTERRUPTED:
+        raise KeyboardInterrupt
+    return Report(
+        image=image,
+        image_id=info.id,
+        cell=expect.get("cell"),
+        matrix=expect["source"] == "matrix",
+        engine=engine.name,
+        container=name,
+        gpu=gpu,
+        checks=checks,
+        pytest_exit=code,
+    )

@@ -1,0 +1,404 @@
+"""The checks of `trainimg verify`, each a named test whose message says what to do.
+
+Three sources meet here: the matrix cell (ctx["expect"], source "matrix"; or only the labels
+when the cell is not in this matrix), the image's labels and configuration (ctx["image"]), and
+the running container (the `host`). A check that cannot apply (no GPU on this host, a CPU cell)
+is SKIPPED with the reason; it never passes in its place.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import pytest
+
+from builder.requirements import parse as parse_requirement
+from builder.verify.scan import parse_output, reader_argv
+
+P = "io.trainimg"
+Detail = Callable[[str], None]
+
+
+def fail(message: str) -> NoReturn:
+    pytest.fail(message, pytrace=False)
+
+
+def labels(ctx: dict[str, Any]) -> dict[str, str]:
+    return dict(ctx["image"]["labels"])
+
+
+def is_cuda(expect: dict[str, Any]) -> bool:
+    return expect.get("accelerator") == "cuda"
+
+
+def _same(
+    what: str, inside: object, label_key: str | None, ctx: dict[str, Any], matrix_value: object
+) -> None:
+    """inside == label == matrix, with a message naming the one that differs."""
+    lab = labels(ctx).get(label_key) if label_key else None
+    source = ctx["expect"].get("source")
+    if label_key is not None and lab is None:
+        fail(f"label {label_key} is missing from the image")
+    if label_key is not None and str(inside) != lab:
+        fail(f"{what} in the image is {inside}, but label {label_key} says {lab}")
+    if source == "matrix" and matrix_value is not None and str(inside) != str(matrix_value):
+        fail(
+            f"{what} in the image is {inside}, but the matrix cell {ctx['expect']['cell']} "
+            f"says {matrix_value}"
+        )
+
+
+def test_os_release(facts: dict[str, Any], expect: dict[str, Any], detail: Detail) -> None:
+    osr = facts.get("os_release") or {}
+    want_id, want_version = expect.get("os_release") or ("", "")
+    if not want_id:
+        pytest.skip(f"no os-release expectation for OS {expect.get('os')!r} (not a matrix OS)")
+    got = f"{osr.get('ID')} {osr.get('VERSION_ID')}"
+    if osr.get("ID") != want_id or not str(osr.get("VERSION_ID", "")).startswith(want_version):
+        fail(f"/etc/os-release says {got}, but OS {expect['os']} means {want_id} {want_version}")
+    detail(osr.get("PRETTY_NAME", got))
+
+
+def test_python_version(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:
+    minor = ".".join(facts["python"].split(".")[:2])
+    _same("Python", minor, f"{P}.python.version", ctx, ctx["expect"].get("python"))
+    detail(f"Python {facts['python']} ({facts['executable']})")
+
+
+def test_torch_version(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:
+    if "torch" not in facts:
+        fail(f"torch does not import in the image: {facts.get('torch_error')}")
+    _same("torch", facts["torch"], f"{P}.torch.version", ctx, ctx["expect"].get("torch"))
+    detail(f"torch {facts['torch']}")
+
+
+def test_cuda_version(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:
+    expect = ctx["expect"]
+    got = facts.get("torch_cuda")
+    if not is_cuda(expect):
+        if got is not None:
+            fail(f"a CPU cell, but torch is a CUDA {got} build")
+        if f"{P}.cuda.version" in labels(ctx):
+            fail(f"a CPU cell, but label {P}.cuda.version says {labels(ctx)[f'{P}.cuda.version']}")
+        detail("CPU build: torch.version.cuda is None, as a CPU cell should be")
+        return
+    want = expect.get("torch_cuda")
+    if got != want:
+        fail(f"torch.version.cuda is {got}, but the cell's CUDA {expect.get('cuda')} needs {want}")
+    _same("CUDA", expect.get("cuda"), f"{P}.cuda.version", ctx, expect.get("cuda"))
+    env_cuda = ctx["image"]["env"].get("CUDA_VERSION")
+    if env_cuda != expect.get("cuda"):
+        fail(f"CUDA_VERSION is {env_cuda}, the cell says {expect.get('cuda')}")
+    detail(f"torch.version.cuda == {got}; CUDA_VERSION={env_cuda}")
+
+
+def test_gcc_version(host: Any, ctx: dict[str, Any], detail: Detail) -> None:
+    expect = ctx["expect"]
+    if expect.get("flavour") != "devel":
+        pytest.skip(
+            f"not applicable: the {expect.get('flavour')} flavour ships no compiler "
+            "(gcc is checked in devel images)"
+        )
+    result = host.run("gcc -dumpfullversion")
+    if result.rc != 0:
+        fail(f"gcc does not run in a devel image: {result.stderr.strip()[-300:]}")
+    major = result.stdout.strip().split(".")[0]
+    _same("gcc major", major, f"{P}.gcc.version", ctx, expect.get("gcc"))
+    detail(f"gcc {result.stdout.strip()}")
+
+
+def test_trainer_version(
+    trainer_info: dict[str, Any], facts: dict[str, Any], expect: dict[str, Any], detail: Detail
+) -> None:
+    got = trainer_info.get("trainer_version")
+    want = expect.get("trainer_version")
+    if trainer_info.get("torch") != facts.get("torch"):
+        fail(
+            f"`trainer info` reports torch {trainer_info.get('torch')}, the image's Python "
+            f"imports {facts.get('torch')}"
+        )
+    if want is None:
+        pytest.skip(
+            f"trainer {got} found, but nothing says which version to expect (no label "
+            f"{P}.trainer.version and no trainer/ beside this trainimg)"
+        )
+    if got != want:
+        fail(f"the bundled trainer is {got}, expected {want}: rebuild the image from this tree")
+    detail(f"trainer {got}")
+
+
+def test_nvidia_smi(host: Any, ctx: dict[str, Any], detail: Detail) -> None:
+    gpu = ctx["gpu"]
+    if not gpu["attached"]:
+        pytest.skip(gpu["reason"])
+    result = host.run("nvidia-smi -L")
+    if result.rc != 0:
+        fail(
+            f"nvidia-smi failed (exit {result.rc}) with GPUs attached ({gpu['reason']}): "
+            f"{(result.stderr or result.stdout).strip()[-400:]}"
+        )
+    gpus = [ln for ln in result.stdout.splitlines() if re.match(r"^GPU \d+: ", ln)]
+    if not gpus:
+        fail(f"nvidia-smi lists no GPU: {result.stdout.strip()[-400:]!r}")
+    detail("; ".join(gpus))
+
+
+def _promised(ctx: dict[str, Any]) -> list[str]:
+    expect = ctx["expect"]
+    label = labels(ctx).get(f"{P}.cuda.arch-list", "").split()
+    if expect.get("source") == "matrix" and label != list(expect.get("arch_list") or []):
+        fail(
+            f"label {P}.cuda.arch-list says {' '.join(label) or '(nothing)'}, the matrix "
+            f"promises {' '.join(expect.get('arch_list') or [])}"
+        )
+    promised = list(expect.get("arch_list") or label)
+    if not promised:
+        fail("a CUDA cell without any promised arch list (label and matrix are empty)")
+    return promised
+
+
+def test_sm_kernels_arch_flags(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:
+    if not is_cuda(ctx["expect"]):
+        if facts.get("has_arch_flags"):
+            fail("a CPU cell, but torch has CUDA arch flags: it is a CUDA build")
+        pytest.skip(
+            "not applicable: a CPU cell has no CUDA kernels "
+            "(torch._C._cuda_getArchFlags is absent in CPU builds)"
+        )
+    if not facts.get("has_arch_flags"):
+        fail(f"torch {facts.get('torch')} has no torch._C._cuda_getArchFlags: not a CUDA build")
+    flags = (facts.get("arch_flags") or "").split()
+    missing = [a for a in _promised(ctx) if a not in flags]
+    if missing:
+        fail(f"torch._C._cuda_getArchFlags() lacks {' '.join(missing)} (it has {' '.join(flags)})")
+    if "sm_100" in _promised(ctx) and "sm_100" not in flags:
+        fail("no sm_100 (B200) kernels in torch's arch flags")
+    detail(f"arch flags: {' '.join(flags)}")
+
+
+def test_sm_kernels_fatbin_scan(
+    host: Any, python: str, ctx: dict[str, Any], facts: dict[str, Any], detail: Detail
+) -> None:
+    argv = reader_argv(python, ctx["scan_roots"])
+    result = host.run(" ".join(shlex.quote(a) for a in argv))
+    if result.rc != 0:
+        fail(f"the fatbin reader failed in the container: {result.stderr.strip()[-500:]}")
+    scan = parse_output(result.stdout, ctx["image"]["ref"])
+    libs = {lib["path"].rsplit("/", 1)[-1]: lib for lib in scan["libraries"]}
+    if not is_cuda(ctx["expect"]):
+        if libs:
+            fail(f"a CPU cell, but these libraries carry CUDA kernels: {', '.join(sorted(libs))}")
+        pytest.skip(
+            f"not applicable: a CPU cell has no CUDA libraries (scanned "
+            f"{scan['without_device_code']} libraries under "
+            f"{' '.join(ctx['scan_roots'])}: none has device code)"
+        )
+    if scan["errors"]:
+        fail(
+            "unreadable CUDA libraries: "
+            + "; ".join(f"{e['path']}: {e['error']}" for e in scan["errors"][:3])
+        )
+    core = libs.get("libtorch_cuda.so")
+    if core is None:
+        fail(f"no libtorch_cuda.so with device code under {' '.join(ctx['scan_roots'])}")
+    promised = _promised(ctx)
+    every = core["sass_in_every_container"]
+    missing = [a for a in promised if a not in every]
+    if missing:
+        fail(
+            f"libtorch_cuda.so: {' '.join(missing)} SASS missing from some of its "
+            f"{core['containers']} kernel modules (every module has: {' '.join(every)})"
+        )
+    flags = (facts.get("arch_flags") or "").split()
+    if flags and flags != every:
+        fail(
+            f"the fatbin scan ({' '.join(every)}) disagrees with torch._C._cuda_getArchFlags() "
+            f"({' '.join(flags)})"
+        )
+    others = [
+        f"{name}: {' '.join(lib['sass_in_every_container'])}"
+        for name, lib in sorted(libs.items())
+        if name != "libtorch_cuda.so"
+    ]
+    detail(
+        f"libtorch_cuda.so: {core['containers']} modules, all with {' '.join(every)}"
+        + (f"; {'; '.join(others)}" if others else "")
+    )
+
+
+def _train(
+    host: Any,
+    python: str,
+    ctx: dict[str, Any],
+    trainer_info: dict[str, Any],
+    preset: str,
+    detail: Detail,
+) -> None:
+    gpu = ctx["gpu"]
+    device = "cuda" if gpu["attached"] else "cpu"
+    if device == "cuda":
+        devs = trainer_info.get("devices") or []
+        if not devs:
+            fail(
+                f"GPUs attached ({gpu['reason']}) but torch sees none "
+                f"(cuda_available={trainer_info.get('cuda_available')})"
+            )
+        if preset != "bf16" and not devs[0].get("fp8"):
+            pytest.skip(
+                f"{devs[0]['name']} (CC {devs[0]['compute_capability']}) has no FP8 "
+                "tensor cores (sm_89+ needed); the BF16 step covers this GPU"
+            )
+    steps = int(ctx["train"]["steps"])
+    metrics = f"/tmp/trainimg-verify-{preset}.jsonl"  # noqa: S108 - the container's /tmp
+    cmd = (
+        f"rm -f {metrics} && cd /tmp && {python} -m trainer train --preset {preset} "
+        f"--model tiny --data synthetic --steps {steps} --log-interval 1 --eval-interval 0 "
+        f"--device {device} --metrics-file {metrics}"
+    )
+    result = host.run(cmd)
+    if result.rc != 0:
+        tail = (result.stderr.strip() or result.stdout.strip())[-800:]
+        fail(f"the bundled trainer failed ({preset} on {device}, exit {result.rc}): {tail}")
+    text = host.file(metrics).content_string if host.file(metrics).exists else ""
+    records = [json.loads(ln) for ln in text.splitlines() if ln.strip().startswith("{")]
+    losses = [float(r["loss"]) for r in records if r.get("event") == "train" and "loss" in r]
+    if len(losses) < 2:
+        fail(f"{preset}: the trainer wrote {len(losses)} loss values to {metrics}; need >= 2")
+    bad = [x for x in losses if not math.isfinite(x)]
+    if bad:
+        fail(f"{preset}: non-finite loss {bad[0]} in {len(losses)} steps")
+    if not losses[-1] < losses[0]:
+        fail(
+            f"{preset}: loss did not fall over {len(losses)} steps "
+            f"({losses[0]:.4f} -> {losses[-1]:.4f})"
+        )
+    where = (
+        f"on the GPU ({gpu['reason']})"
+        if device == "cuda"
+        else f"on the CPU, not a GPU: {gpu['reason']}"
+    )
+    detail(f"{preset}: {len(losses)} steps {where}; loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+
+
+def test_train_bf16(
+    host: Any, python: str, ctx: dict[str, Any], trainer_info: dict[str, Any], detail: Detail
+) -> None:
+    _train(host, python, ctx, trainer_info, "bf16", detail)
+
+
+def test_train_fp8_fwd(
+    host: Any, python: str, ctx: dict[str, Any], trainer_info: dict[str, Any], detail: Detail
+) -> None:
+    _train(host, python, ctx, trainer_info, "fp8-fwd", detail)
+
+
+def test_nvidia_environment(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:
+    config_env = ctx["image"]["env"]
+    inside = facts.get("env") or {}
+    nvidia = ("NVIDIA_REQUIRE_CUDA", "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_VISIBLE_DEVICES")
+    if not is_cuda(ctx["expect"]):
+        present = [k for k in nvidia if k in config_env or k in inside]
+        if present:
+            fail(f"a CPU cell, but the image sets {', '.join(present)}")
+        detail("CPU cell: no NVIDIA_* variables, as it should be")
+        return
+    for key in nvidia:
+        if key not in config_env:
+            fail(f"{key} is not set in the image configuration")
+        if inside.get(key) != config_env[key]:
+            fail(
+                f"{key} inside the container ({inside.get(key)!r}) differs from the image "
+                f"configuration ({config_env[key]!r})"
+            )
+    req = config_env["NVIDIA_REQUIRE_CUDA"]
+    try:
+        parse_requirement(req)
+    except Exception as exc:  # a malformed requirement is the finding
+        fail(f"NVIDIA_REQUIRE_CUDA does not parse: {exc}")
+    expect = ctx["expect"]
+    want = expect.get("nvidia_require_cuda")
+    if want is not None and req != want:
+        fail(
+            f"NVIDIA_REQUIRE_CUDA differs from what CUDA {expect['cuda']} requires: "
+            f"{req[:80]}... != {want[:80]}..."
+        )
+    first = req.split()[0]
+    if first != f"cuda>={expect.get('torch_cuda')}":
+        fail(
+            f"NVIDIA_REQUIRE_CUDA starts with {first}, the cell's CUDA needs "
+            f"cuda>={expect.get('torch_cuda')}"
+        )
+    caps = set(config_env["NVIDIA_DRIVER_CAPABILITIES"].split(","))
+    if not {"compute", "utility"} <= caps and "all" not in caps:
+        fail(
+            f"NVIDIA_DRIVER_CAPABILITIES={config_env['NVIDIA_DRIVER_CAPABILITIES']} lacks "
+            "compute,utility (CUDA and nvidia-smi need both)"
+        )
+    detail(
+        f"{first} (+{len(req.split()) - 1} brand windows); capabilities "
+        f"{config_env['NVIDIA_DRIVER_CAPABILITIES']}"
+    )
+
+
+def test_labels(ctx: dict[str, Any], detail: Detail) -> None:
+    have = labels(ctx)
+    expect = ctx["expect"]
+    required = [
+        f"{P}.cell",
+        f"{P}.os",
+        f"{P}.accelerator",
+        f"{P}.flavour",
+        f"{P}.python.version",
+        f"{P}.torch.version",
+        f"{P}.cell.hash",
+        "org.opencontainers.image.ref.name",
+    ]
+    if is_cuda(expect):
+        required += [f"{P}.cuda.version", f"{P}.cuda.arch-list", f"{P}.driver.min"]
+    missing = [k for k in required if k not in have]
+    if missing:
+        fail(f"labels missing: {', '.join(missing)}")
+    if have[f"{P}.cell"] != have["org.opencontainers.image.ref.name"]:
+        fail(
+            f"label {P}.cell ({have[f'{P}.cell']}) and org.opencontainers.image.ref.name "
+            f"({have['org.opencontainers.image.ref.name']}) disagree"
+        )
+    if expect.get("source") != "matrix":
+        detail(
+            f"{len(have)} labels present and consistent; cell {have[f'{P}.cell']} is not in "
+            "this matrix, so they were not compared with it"
+        )
+        return
+    wrong = [
+        f"{k}={have.get(k)!r} (matrix: {v!r})"
+        for k, v in expect["labels"].items()
+        if have.get(k) != v
+    ]
+    if wrong:
+        fail(f"{len(wrong)} labels differ from the matrix: " + "; ".join(wrong[:4]))
+    if have[f"{P}.cell.hash"] != expect["content_hash"]:
+        fail(
+            f"label {P}.cell.hash is {have[f'{P}.cell.hash']}, the matrix cell hashes to "
+            f"{expect['content_hash']}: the image is stale, rebuild it"
+        )
+    detail(
+        f"{len(expect['labels'])} labels as the matrix says; content hash {expect['content_hash']}"
+    )
+
+
+def test_default_user_not_root(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:
+    user = str(ctx["image"].get("user") or "")
+    name = user.split(":", 1)[0]
+    if name in ("", "0", "root"):
+        fail(
+            f"the image's default user is {user or 'unset (root)'}: set USER to an "
+            "unprivileged uid (trainimg images use 1000)"
+        )
+    if facts.get("uid") == 0:
+        fail(f"the image says USER {user}, but commands run as uid 0 inside")
+    detail(f"USER {user}; runs as uid {facts.get('uid')} ({facts.get('user')})")

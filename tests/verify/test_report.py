@@ -1,0 +1,152 @@
+"""The suite and its reports, run against this machine through testinfra's local:// backend
+(no container): a mixed result of passed, failed, skipped and errored checks, and how the
+summary, the JSON and the JUnit XML show it."""
+
+from __future__ import annotations
+
+import json
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builder.verify import expect as expectations
+from builder.verify.report import Report
+from builder.verify.runner import run_suite
+from builder.workspace import open_workspace
+
+from .fatbin_bytes import SASS, container, elf64, entry
+
+REPO = Path(__file__).resolve().parents[2]
+CPU_CELL = "debian12-cpu-py3.11-torch2.13.0-runtime"
+CHECKS = [
+    "os_release",
+    "python_version",
+    "torch_version",
+    "cuda_version",
+    "gcc_version",
+    "trainer_version",
+    "nvidia_smi",
+    "sm_kernels_arch_flags",
+    "sm_kernels_fatbin_scan",
+    "train_bf16",
+    "train_fp8_fwd",
+    "nvidia_environment",
+    "labels",
+    "default_user_not_root",
+]
+
+
+@pytest.fixture
+def local_ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    ws = open_workspace(REPO / "matrix.yaml", strict=False)
+    cell = ws.expansion.find(CPU_CELL)
+    assert cell is not None
+    expect = expectations.from_cell(cell, ws.matrix.project)
+    libs = tmp_path / "libs"
+    libs.mkdir()
+    (libs / "libkernels.so").write_bytes(elf64({".nv_fatbin": container(entry(SASS, 90))}))
+    monkeypatch.chdir(tmp_path)  # no trainer package importable from here: its checks error
+    return {
+        "host": "local://",
+        "engine": "local",
+        "container": "-",
+        "image": {
+            "ref": "local-test",
+            "id": "sha256:" + "1" * 64,
+            "labels": {**expect["labels"], "io.trainimg.cell.hash": expect["content_hash"]},
+            "env": expect["env"],
+            "user": "1000:1000",
+            "entrypoint": [sys.executable, "-m", "trainer"],
+        },
+        "gpu": {"attached": False, "reason": "no GPU in this test"},
+        "expect": expect,
+        "train": {"steps": 2},
+        "scan_roots": [str(libs)],
+    }
+
+
+def test_mixed_outcomes_and_reports(local_ctx: dict[str, Any], tmp_path: Path) -> None:
+    junit = tmp_path / "verify.xml"
+    code, checks = run_suite(local_ctx, str(junit))
+    assert code == pytest.ExitCode.TESTS_FAILED
+    by_name = {c.name: c for c in checks}
+    assert [c.name for c in checks] == CHECKS
+    outcome = {c.name: c.outcome for c in checks}
+    # this machine is Debian 12 with the same Python and torch as the CPU cell
+    assert outcome["os_release"] == "passed" and outcome["python_version"] == "passed"
+    assert outcome["torch_version"] == "passed" and outcome["cuda_version"] == "passed"
+    assert outcome["labels"] == "passed" and outcome["nvidia_environment"] == "passed"
+    assert "torch 2.13.0+cpu" in by_name["torch_version"].details
+    # not applicable / no GPU: skipped with the reason, never passed
+    assert (
+        outcome["gcc_version"] == "skipped" and "runtime flavour" in by_name["gcc_version"].message
+    )
+    assert (
+        outcome["nvidia_smi"] == "skipped"
+        and by_name["nvidia_smi"].message == "no GPU in this test"
+    )
+    assert outcome["sm_kernels_arch_flags"] == "skipped"
+    assert by_name["sm_kernels_arch_flags"].message.startswith("not applicable: a CPU cell")
+    # a CPU cell whose libraries carry CUDA kernels, run as root: failures that say why
+    assert outcome["sm_kernels_fatbin_scan"] == "failed"
+    assert "libkernels.so" in by_name["sm_kernels_fatbin_scan"].message
+    assert outcome["default_user_not_root"] == "failed"
+    assert "runs as uid 0" in by_name["default_user_not_root"].message or (
+        "commands run as uid 0" in by_name["default_user_not_root"].message
+    )
+    # no trainer here: its fixture breaks, the checks that need it are errors
+    for name in ("trainer_version", "train_bf16", "train_fp8_fwd"):
+        assert outcome[name] == "error", (name, by_name[name])
+        assert "trainer" in by_name[name].message
+
+    report = Report(
+        image="local-test",
+        image_id="sha256:1",
+        cell=CPU_CELL,
+        matrix=True,
+        engine="local",
+        container="-",
+        gpu=local_ctx["gpu"],
+        checks=checks,
+        pytest_exit=code,
+    )
+    assert not report.ok
+    counts = report.counts()
+    assert counts == {"passed": 6, "failed": 2, "error": 3, "skipped": 3}
+    text = report.text()
+    assert "SKIP  nvidia_smi" in text and "no GPU in this test" in text
+    assert "FAIL  default_user_not_root" in text
+    assert text.splitlines()[-1].startswith("FAILED: 14 checks: 6 passed, 2 failed, 3 errors")
+    data = json.loads(report.to_json())
+    assert data["ok"] is False and data["summary"] == counts
+    assert data["compared_with"] == "matrix" and data["gpu"]["attached"] is False
+    assert data["checks"][0]["name"] == "os_release" and data["checks"][0]["outcome"] == "passed"
+
+    suite = ET.parse(junit).getroot()  # noqa: S314 - the report this test just wrote
+    suite = suite if suite.tag == "testsuite" else suite[0]
+    assert suite.get("name") == "trainimg-verify"
+    assert int(suite.get("tests", 0)) == 14
+    assert int(suite.get("failures", 0)) == 2 and int(suite.get("skipped", 0)) == 3
+    skipped = [tc for tc in suite.iter("testcase") if tc.find("skipped") is not None]
+    assert any(
+        "no GPU in this test" in (tc.find("skipped").get("message") or "")  # type: ignore[union-attr]
+        for tc in skipped
+    )
+    props = [p.get("value") for p in suite.iter("property") if p.get("name") == "detail"]
+    assert "torch 2.13.0+cpu" in props
+
+
+def test_report_ok_needs_a_pass_and_no_failure() -> None:
+    from builder.verify.report import Check
+
+    def report(*outcomes: str) -> Report:
+        checks = [Check(f"c{i}", o) for i, o in enumerate(outcomes)]
+        return Report("i", "sha256:1", None, False, "podman", "c", {}, checks, 0)
+
+    assert report("passed", "skipped").ok
+    assert not report("skipped", "skipped").ok  # nothing passed: not a proof
+    assert not report("passed", "error").ok
+    assert not report("passed", "failed").ok
