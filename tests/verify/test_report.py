@@ -47,7 +47,7 @@ def local_ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]
     expect = expectations.from_cell(cell, ws.matrix.project)
     libs = tmp_path / "libs"
     libs.mkdir()
-    (libs / "libkernels.so").write_bytes(elf64({".nv_fatbin": container(entry(SASS, 90))}))
+    (libs / "libtorch_cuda.so").write_bytes(elf64({".nv_fatbin": container(entry(SASS, 90))}))
     monkeypatch.chdir(tmp_path)  # no trainer package importable from here: its checks error
     return {
         "host": "local://",
@@ -92,7 +92,9 @@ def test_mixed_outcomes_and_reports(local_ctx: dict[str, Any], tmp_path: Path) -
     assert by_name["sm_kernels_arch_flags"].message.startswith("not applicable: a CPU cell")
     # a CPU cell whose libraries carry CUDA kernels, run as root: failures that say why
     assert outcome["sm_kernels_fatbin_scan"] == "failed"
-    assert "libkernels.so" in by_name["sm_kernels_fatbin_scan"].message
+    assert (
+        "torch carries CUDA kernels: libtorch_cuda.so" in by_name["sm_kernels_fatbin_scan"].message
+    )
     assert outcome["default_user_not_root"] == "failed"
     assert "runs as uid 0" in by_name["default_user_not_root"].message or (
         "commands run as uid 0" in by_name["default_user_not_root"].message

@@ -82,12 +82,17 @@ def run_json(host: Any, command: str, *args: str) -> dict[str, Any]:
             f"{result.stderr.strip()[-600:]}",
             False,
         )
-    lines = [ln for ln in result.stdout.strip().splitlines() if ln.startswith("{")]
-    if not lines:
-        pytest.fail(
-            f"no JSON from `{command.split()[0]} ...`: {result.stdout.strip()[-400:]!r}", False
-        )
-    data: dict[str, Any] = json.loads(lines[-1])
+    text = result.stdout.strip()
+    try:
+        data: dict[str, Any] = json.loads(text)  # one (possibly indented) JSON document
+        return data
+    except ValueError:
+        pass
+    lines = [ln for ln in text.splitlines() if ln.startswith("{")]  # or JSON after log lines
+    try:
+        data = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        pytest.fail(f"no JSON from `{command.split()[0]} ...`: {text[-400:]!r}", False)
     return data
 
 
