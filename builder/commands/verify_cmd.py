@@ -58,6 +58,11 @@ def register(sub: Any) -> None:
         metavar="DIR",
         help=f"where to scan for CUDA libraries (default: {' '.join(IMAGE_ROOTS)})",
     )
+    p.add_argument(
+        "--only",
+        metavar="EXPR",
+        help="run only the checks this pytest -k expression selects, e.g. 'labels or user'",
+    )
     p.add_argument("--junitxml", metavar="FILE", help="also write a JUnit XML report")
     p.add_argument("--json", metavar="FILE", help="also write the JSON report ('-': stdout)")
     p.set_defaults(func=run)
@@ -79,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
             gpus=args.gpus,
             steps=args.steps,
             junitxml=args.junitxml,
+            only=args.only,
             roots=args.root or IMAGE_ROOTS,
         )
     finally:

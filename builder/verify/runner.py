@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from builder.engines.base import Engine
+from builder.errors import TrainimgError
 from builder.verify import expect as expectations
 from builder.verify import suite
 from builder.verify.lifecycle import plan_gpus, running_container
@@ -25,7 +26,7 @@ SUITE_DIR = Path(suite.__file__).resolve().parent
 DEFAULT_STEPS = 12
 
 
-def pytest_args(context_file: Path, junitxml: str | None) -> list[str]:
+def pytest_args(context_file: Path, junitxml: str | None, only: str | None = None) -> list[str]:
     """The suite runs isolated from any project configuration (no ini, no outer conftest)."""
     args = [
         str(SUITE_DIR),
@@ -48,15 +49,19 @@ def pytest_args(context_file: Path, junitxml: str | None) -> list[str]:
     ]
     if junitxml:
         args += ["--junitxml", junitxml]
+    if only:
+        args += ["-k", only]
     return args
 
 
-def run_suite(ctx: dict[str, Any], junitxml: str | None = None) -> tuple[int, list[Check]]:
+def run_suite(
+    ctx: dict[str, Any], junitxml: str | None = None, only: str | None = None
+) -> tuple[int, list[Check]]:
     collector = Collector()
     with tempfile.TemporaryDirectory(prefix="trainimg-verify-") as tmp:
         context_file = Path(tmp) / "context.json"
         context_file.write_text(json.dumps(ctx), encoding="utf-8")
-        code = pytest.main(pytest_args(context_file, junitxml), plugins=[collector])
+        code = pytest.main(pytest_args(context_file, junitxml, only), plugins=[collector])
     return int(code), collector.results()
 
 
@@ -86,6 +91,7 @@ def verify(
     steps: int = DEFAULT_STEPS,
     junitxml: str | None = None,
     roots: Sequence[str] = IMAGE_ROOTS,
+    only: str | None = None,
 ) -> Report:
     """Run every check against `image`; raises KeyboardInterrupt after cleanup on Ctrl-C."""
     info = engine.inspect_image(image)
@@ -114,9 +120,11 @@ def verify(
             "train": {"steps": steps},
             "scan_roots": list(roots),
         }
-        code, checks = run_suite(ctx, junitxml)
+        code, checks = run_suite(ctx, junitxml, only)
     if code == pytest.ExitCode.INTERRUPTED:
         raise KeyboardInterrupt
+    if code == pytest.ExitCode.NO_TESTS_COLLECTED:
+        raise TrainimgError(f"no check matches --only {only!r}: see `trainimg verify --help`")
     return Report(
         image=image,
         image_id=info.id,

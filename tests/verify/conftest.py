@@ -16,7 +16,9 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -168,3 +170,73 @@ def cuda_stub_dir(torch_cu128: Path) -> Path:
         return cuda_stubs.build(torch_cu128 / "torch", CACHE)
     except cuda_stubs.StubError as exc:
         pytest.skip(f"cannot build the stub CUDA runtime: {exc}")
+
+
+# --- end to end: a real podman, the CPU cell image and images broken on purpose -------------
+
+BROKEN = {
+    # a label that lies about torch: torch_version and labels must fail
+    "wrong-torch-label": 'LABEL io.trainimg.torch.version="9.9.9"\n',
+    # runs as root: default_user_not_root must fail
+    "root-user": "USER root\n",
+    # a trainer whose `train` crashes (`info` still works): the training checks must fail
+    "crashing-trainer": (
+        "USER root\n"
+        "RUN printf '%s\\n' 'import sys' "
+        '\'if sys.argv[1:2] == ["train"]: sys.exit("trainer crashed on purpose")\' '
+        "'from trainer.cli import main' 'sys.exit(main())' "
+        "> /opt/trainimg/trainer/__main__.py\n"
+        "USER 1000:1000\n"
+    ),
+}
+
+
+@pytest.fixture(scope="session")
+def verify_engine(local_podman: Any, podman_service: str) -> Iterator[Any]:
+    """The podman engine (podman-py, builder/engines/podman.py) on the test service; until that
+    module is on this branch, the same calls through the podman CLI (tests/verify/cli_engine)."""
+    try:
+        from builder.engines.podman import PodmanEngine  # type: ignore[import-not-found]
+    except ImportError:
+        from .cli_engine import PodmanCliEngine
+
+        engine: Any = PodmanCliEngine(local_podman)
+    else:
+        engine = PodmanEngine(podman_service)
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
+@pytest.fixture(scope="session")
+def verify_cpu_image(request: pytest.FixtureRequest, local_podman: Any) -> str:
+    """The CPU cell's image: $TRAINIMG_VERIFY_IMAGE (already in the test store) or the build
+    tests' `cpu_image` fixture."""
+    ref = os.environ.get("TRAINIMG_VERIFY_IMAGE")
+    if not ref:
+        try:
+            value = request.getfixturevalue("cpu_image")
+        except pytest.FixtureLookupError:
+            pytest.skip(
+                "no CPU cell image: the build tests' cpu_image fixture is not on this "
+                "branch and $TRAINIMG_VERIFY_IMAGE is unset"
+            )
+        ref = value if isinstance(value, str) else str(getattr(value, "ref", value))
+    local_podman.podman("image", "inspect", "--format", "{{.Id}}", ref)
+    return ref
+
+
+@pytest.fixture(scope="session")
+def broken_images(
+    verify_cpu_image: str, local_podman: Any, tmp_path_factory: Any
+) -> dict[str, str]:
+    """Images derived from the CPU image by one-line Containerfiles, each broken on purpose."""
+    out = {}
+    for name, body in BROKEN.items():
+        ctx = tmp_path_factory.mktemp(name)
+        (ctx / "Containerfile").write_text(f"FROM {verify_cpu_image}\n{body}")
+        tag = f"localhost/trainimg-verify-broken:{name}"
+        local_podman.podman("build", "--pull=never", "--network", "none", "-t", tag, str(ctx))
+        out[name] = tag
+    return out

@@ -1,0 +1,191 @@
+"""`trainimg verify` end to end on a real podman: the CPU cell image passes (or skips with a
+reason), images broken on purpose fail the right checks, and no container is ever left."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builder.cli import main
+from builder.engines.base import ImageNotFound
+from builder.verify import connect as connect_mod
+from builder.verify.report import Report
+from builder.verify.runner import verify
+from builder.verify.scan import LABEL
+from builder.verify.target import load_workspace
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+REPO = Path(__file__).resolve().parents[2]
+WS = load_workspace(str(REPO / "matrix.yaml"))
+
+
+def run(engine: Any, image: str, **kwargs: Any) -> Report:
+    return verify(engine, image, workspace=WS, **kwargs)
+
+
+def failing(report: Report) -> set[str]:
+    return {c.name for c in report.checks if c.outcome in ("failed", "error")}
+
+
+def outcomes(report: Report) -> dict[str, str]:
+    return {c.name: c.outcome for c in report.checks}
+
+
+def test_cpu_image_passes_or_skips_with_reasons(verify_engine: Any, verify_cpu_image: str) -> None:
+    report = run(verify_engine, verify_cpu_image)
+    assert report.ok, report.text()
+    assert len(report.checks) == 14 and report.matrix
+    for check in report.checks:
+        assert check.outcome in ("passed", "skipped"), report.text()
+        if check.outcome == "skipped":
+            assert len(check.message) > 20, check  # a stated reason
+    got = outcomes(report)
+    assert got["nvidia_smi"] == "skipped" and "no GPU on this host" in _msg(report, "nvidia_smi")
+    assert got["sm_kernels_arch_flags"] == "skipped"
+    assert _msg(report, "sm_kernels_arch_flags").startswith("not applicable: a CPU cell")
+    assert got["sm_kernels_fatbin_scan"] == "skipped" and got["gcc_version"] == "skipped"
+    for name in (
+        "os_release",
+        "python_version",
+        "torch_version",
+        "cuda_version",
+        "labels",
+        "nvidia_environment",
+        "default_user_not_root",
+        "train_bf16",
+        "train_fp8_fwd",
+    ):
+        assert got[name] == "passed", report.text()
+    assert got["trainer_version"] in ("passed", "skipped")
+    bf16 = " ".join(next(c for c in report.checks if c.name == "train_bf16").details)
+    assert "on the CPU, not a GPU" in bf16
+    assert verify_engine.containers(LABEL) == []
+
+
+def _msg(report: Report, name: str) -> str:
+    return next(c.message for c in report.checks if c.name == name)
+
+
+def test_wrong_torch_label(verify_engine: Any, broken_images: dict[str, str]) -> None:
+    report = run(verify_engine, broken_images["wrong-torch-label"], only="not train")
+    assert failing(report) == {"torch_version", "labels"}, report.text()
+    assert "label io.trainimg.torch.version says 9.9.9" in _msg(report, "torch_version")
+    assert not report.ok
+
+
+def test_root_user(verify_engine: Any, broken_images: dict[str, str]) -> None:
+    report = run(verify_engine, broken_images["root-user"], only="not train")
+    assert failing(report) == {"default_user_not_root"}, report.text()
+    assert "default user is root" in _msg(report, "default_user_not_root")
+
+
+def test_crashing_trainer(verify_engine: Any, broken_images: dict[str, str]) -> None:
+    report = run(verify_engine, broken_images["crashing-trainer"])
+    assert failing(report) == {"train_bf16", "train_fp8_fwd"}, report.text()
+    assert "trainer crashed on purpose" in _msg(report, "train_bf16")
+
+
+def test_cli_reports(
+    verify_engine: Any,
+    verify_cpu_image: str,
+    broken_images: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(connect_mod, "connect", lambda preference: _Unclosed(verify_engine))
+    out_json, out_xml = tmp_path / "r.json", tmp_path / "r.xml"
+    rc = main(
+        [
+            "verify",
+            "--matrix",
+            str(REPO / "matrix.yaml"),
+            verify_cpu_image,
+            "--only",
+            "labels or user or torch",
+            "--json",
+            str(out_json),
+            "--junitxml",
+            str(out_xml),
+        ]
+    )
+    assert rc == 0, capsys.readouterr()
+    data = json.loads(out_json.read_text())
+    assert data["ok"] and [c["name"] for c in data["checks"]] == [
+        "torch_version",
+        "labels",
+        "default_user_not_root",
+    ]
+    assert "<testsuite" in out_xml.read_text()
+    assert "OK: 3 checks: 3 passed" in capsys.readouterr().out
+    rc = main(
+        [
+            "verify",
+            "--matrix",
+            str(REPO / "matrix.yaml"),
+            broken_images["root-user"],
+            "--only",
+            "user",
+            "--json",
+            "-",
+        ]
+    )
+    captured = capsys.readouterr()
+    assert rc == 1 and json.loads(captured.out)["ok"] is False
+    assert "FAIL  default_user_not_root" in captured.err
+    assert main(["verify", "localhost/no-such-image:1"]) == 2
+    assert "no-such-image" in capsys.readouterr().err
+
+
+class _Unclosed:
+    """The session's engine, handed to the CLI without letting it close it."""
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+    def close(self) -> None:
+        pass
+
+
+def test_no_container_left_after_20_runs(
+    verify_engine: Any, verify_cpu_image: str, broken_images: dict[str, str]
+) -> None:
+    """20 verify runs, passing, failing, interrupted and refused: afterwards the engine holds
+    exactly the containers it held before."""
+    before_all = verify_engine.containers()
+    assert verify_engine.containers(LABEL) == []
+    images = [verify_cpu_image, *broken_images.values()]
+    results = []
+    for i in range(20):
+        image = images[i % len(images)]
+        if i == 7:  # Ctrl-C in the middle of the suite
+            signal.signal(signal.SIGALRM, _interrupt)
+            signal.setitimer(signal.ITIMER_REAL, 1.5)
+            try:
+                with pytest.raises(KeyboardInterrupt):
+                    run(verify_engine, image, only="not train and not labels")
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            results.append("interrupted")
+        elif i == 13:  # an image that is not there: refused before any container starts
+            with pytest.raises(ImageNotFound):
+                run(verify_engine, "localhost/trainimg-verify-missing:none")
+            results.append("missing")
+        else:
+            report = run(verify_engine, image, only="torch or user or labels or os_release")
+            results.append("ok" if report.ok else "failed")
+        assert verify_engine.containers(LABEL) == [], f"run {i} left a container"
+    assert verify_engine.containers() == before_all
+    assert results.count("failed") >= 8 and results.count("ok") >= 4, results
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
