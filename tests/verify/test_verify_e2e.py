@@ -35,7 +35,7 @@ def outcomes(report: Report) -> dict[str, str]:
     return {c.name: c.outcome for c in report.checks}
 
 
-def test_cpu_image_passes_or_skips_with_reasons(verify_engine: Any, verify_cpu_image: str) -> None:
+def test_cpu_image_passes_or_skips_with_reasons(verify_cpu_image: str, verify_engine: Any) -> None:
     report = run(verify_engine, verify_cpu_image)
     assert report.ok, report.text()
     assert len(report.checks) == 14 and report.matrix
@@ -70,20 +70,20 @@ def _msg(report: Report, name: str) -> str:
     return next(c.message for c in report.checks if c.name == name)
 
 
-def test_wrong_torch_label(verify_engine: Any, broken_images: dict[str, str]) -> None:
+def test_wrong_torch_label(broken_images: dict[str, str], verify_engine: Any) -> None:
     report = run(verify_engine, broken_images["wrong-torch-label"], only="not train")
     assert failing(report) == {"torch_version", "labels"}, report.text()
     assert "label io.trainimg.torch.version says 9.9.9" in _msg(report, "torch_version")
     assert not report.ok
 
 
-def test_root_user(verify_engine: Any, broken_images: dict[str, str]) -> None:
+def test_root_user(broken_images: dict[str, str], verify_engine: Any) -> None:
     report = run(verify_engine, broken_images["root-user"], only="not train")
     assert failing(report) == {"default_user_not_root"}, report.text()
     assert "default user is root" in _msg(report, "default_user_not_root")
 
 
-def test_crashing_trainer(verify_engine: Any, broken_images: dict[str, str]) -> None:
+def test_crashing_trainer(broken_images: dict[str, str], verify_engine: Any) -> None:
     report = run(verify_engine, broken_images["crashing-trainer"])
     assert failing(report) == {"train_bf16", "train_fp8_fwd"}, report.text()
     assert "trainer crashed on purpose" in _msg(report, "train_bf16")
@@ -155,7 +155,7 @@ class _Unclosed:
 
 
 def test_no_container_left_after_20_runs(
-    verify_engine: Any, verify_cpu_image: str, broken_images: dict[str, str]
+    verify_cpu_image: str, broken_images: dict[str, str], verify_engine: Any
 ) -> None:
     """20 verify runs, passing, failing, interrupted and refused: afterwards the engine holds
     exactly the containers it held before."""
