@@ -14,7 +14,7 @@ from typing import Any
 
 from builder.commands.common import shared_options
 from builder.errors import TrainimgError
-from builder.verify.runner import DEFAULT_STEPS, verify
+from builder.verify.runner import CHECKS, DEFAULT_STEPS, verify
 from builder.verify.scan import IMAGE_ROOTS
 from builder.verify.target import load_workspace, resolve_image
 
@@ -31,6 +31,11 @@ def register(sub: Any) -> None:
             "happens. A check that cannot apply here (no GPU, a CPU cell) is skipped with the "
             "reason, never passed. Exit 0 only when no check failed."
         ),
+        epilog="checks:\n"
+        + "\n".join(f"  {name:<24}{what}" for name, what in CHECKS)
+        + "\n\nexit codes: 0 passed (or skipped with a reason), 1 a check failed, "
+        "2 unusable image or engine, 130 interrupted",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("target", metavar="IMAGE|CELL")
     p.add_argument(

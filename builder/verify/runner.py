@@ -23,6 +23,23 @@ from builder.verify.target import find_cell
 from builder.workspace import Workspace
 
 SUITE_DIR = Path(suite.__file__).resolve().parent
+# The checks, in the order they run (tests/verify pins this list to the suite's tests).
+CHECKS = (
+    ("os_release", "/etc/os-release is the cell's OS"),
+    ("python_version", "Python as label and matrix say"),
+    ("torch_version", "torch.__version__ as label and matrix say"),
+    ("cuda_version", "torch.version.cuda == 12.8 for cu128 (None for CPU cells)"),
+    ("gcc_version", "gcc 11 in devel images (skipped: runtime)"),
+    ("trainer_version", "the bundled trainer is this tree's"),
+    ("nvidia_smi", "nvidia-smi lists >= 1 GPU (skipped: no GPU here)"),
+    ("sm_kernels_arch_flags", "torch._C._cuda_getArchFlags() has every promised arch"),
+    ("sm_kernels_fatbin_scan", "every libtorch_cuda.so module has every promised SASS"),
+    ("train_bf16", "a few BF16 trainer steps: finite, falling loss"),
+    ("train_fp8_fwd", "a few FP8-fwd trainer steps: finite, falling loss"),
+    ("nvidia_environment", "NVIDIA_REQUIRE_CUDA and NVIDIA_DRIVER_CAPABILITIES"),
+    ("labels", "labels present and as the matrix says; content hash"),
+    ("default_user_not_root", "USER is not root, and inside it is not uid 0"),
+)
 DEFAULT_STEPS = 12
 
 

@@ -141,6 +141,14 @@ def test_mixed_outcomes_and_reports(local_ctx: dict[str, Any], tmp_path: Path) -
     assert "torch 2.13.0+cpu" in props
 
 
+def test_help_lists_every_check_of_the_suite() -> None:
+    from builder.verify.runner import CHECKS as HELP
+    from builder.verify.suite import test_image
+
+    names = [n.removeprefix("test_") for n in vars(test_image) if n.startswith("test_")]
+    assert names == [name for name, _ in HELP] == CHECKS
+
+
 def test_report_ok_needs_a_pass_and_no_failure() -> None:
     from builder.verify.report import Check
 

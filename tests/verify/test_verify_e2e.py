@@ -189,3 +189,25 @@ def test_no_container_left_after_20_runs(
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
+
+
+def test_arches_of_an_image(
+    verify_cpu_image: str,
+    verify_engine: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The reader runs inside the image: the CPU cell's torch has no device code, but torchao's
+    optional extensions do (sm_90a CUTLASS kernels; MXFP8 for sm_100 + compute_120 PTX)."""
+    monkeypatch.setattr(connect_mod, "connect", lambda preference: _Unclosed(verify_engine))
+    assert main(["arches", verify_cpu_image, "--json", "--gpu", "h100"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["kind"] == "image" and data["errors"] == []
+    libs = {Path(lib["path"]).name: lib for lib in data["libraries"]}
+    assert not [n for n in libs if n.startswith(("libtorch", "libc10"))]
+    assert libs["_C_cutlass_90a.abi3.so"]["sass"] == ["sm_90a"]
+    mxfp8 = next(lib for n, lib in libs.items() if n.startswith("_C_mxfp8"))
+    assert mxfp8["sass"] == ["sm_100"] and mxfp8["ptx"] == ["compute_120"]
+    verdicts = {Path(c["path"]).name[:9]: c["verdict"] for c in data["gpus"][0]["libraries"]}
+    assert verdicts == {"_C_cutlas": "yes", "_C_mxfp8.": "no"}
+    assert verify_engine.containers(LABEL) == []

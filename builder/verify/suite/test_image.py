@@ -21,6 +21,7 @@ from builder.requirements import parse as parse_requirement
 from builder.verify.scan import parse_output, reader_argv
 
 P = "io.trainimg"
+TRAIN_TIMEOUT = 900  # seconds per preset; coreutils `timeout` inside the container
 Detail = Callable[[str], None]
 
 
@@ -136,7 +137,7 @@ def test_nvidia_smi(host: Any, ctx: dict[str, Any], detail: Detail) -> None:
     gpu = ctx["gpu"]
     if not gpu["attached"]:
         pytest.skip(gpu["reason"])
-    result = host.run("nvidia-smi -L")
+    result = host.run("timeout 60 nvidia-smi -L")
     if result.rc != 0:
         fail(
             f"nvidia-smi failed (exit {result.rc}) with GPUs attached ({gpu['reason']}): "
@@ -257,11 +258,14 @@ def _train(
     steps = int(ctx["train"]["steps"])
     metrics = f"/tmp/trainimg-verify-{preset}.jsonl"  # noqa: S108 - the container's /tmp
     cmd = (
-        f"rm -f {metrics} && cd /tmp && {python} -m trainer train --preset {preset} "
+        f"rm -f {metrics} && cd /tmp && timeout {TRAIN_TIMEOUT} {python} -m trainer train "
+        f"--preset {preset} "
         f"--model tiny --data synthetic --steps {steps} --log-interval 1 --eval-interval 0 "
         f"--device {device} --metrics-file {metrics}"
     )
     result = host.run(cmd)
+    if result.rc == 124:
+        fail(f"the bundled trainer ran over {TRAIN_TIMEOUT}s for {steps} {preset} steps")
     if result.rc != 0:
         tail = (result.stderr.strip() or result.stdout.strip())[-800:]
         fail(f"the bundled trainer failed ({preset} on {device}, exit {result.rc}): {tail}")
