@@ -240,3 +240,24 @@ def broken_images(
         local_podman.podman("build", "--pull=never", "--network", "none", "-t", tag, str(ctx))
         out[name] = tag
     return out
+
+
+@pytest.fixture(scope="session")
+def verify_docker_engine(local_podman: Any, podman_service: str) -> Iterator[Any]:
+    """The docker SDK engine (builder/engines/docker.py) on podman's Docker-compatible API; until
+    that module is on this branch, a CLI engine that calls itself docker (so verify goes through
+    testinfra's docker:// backend and the docker CLI, DOCKER_HOST pointing at the socket)."""
+    if shutil.which("docker") is None:
+        pytest.skip("the docker CLI is not installed (testinfra's docker:// backend runs it)")
+    try:
+        from builder.engines.docker import DockerEngine  # type: ignore[import-not-found]
+    except ImportError:
+        from .cli_engine import PodmanCliEngine
+
+        engine: Any = PodmanCliEngine(local_podman, name="docker")
+    else:
+        engine = DockerEngine(podman_service)
+    try:
+        yield engine
+    finally:
+        engine.close()

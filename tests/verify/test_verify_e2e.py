@@ -71,14 +71,14 @@ def _msg(report: Report, name: str) -> str:
 
 
 def test_wrong_torch_label(broken_images: dict[str, str], verify_engine: Any) -> None:
-    report = run(verify_engine, broken_images["wrong-torch-label"], only="not train")
+    report = run(verify_engine, broken_images["wrong-torch-label"], only="not train_")
     assert failing(report) == {"torch_version", "labels"}, report.text()
     assert "label io.trainimg.torch.version says 9.9.9" in _msg(report, "torch_version")
     assert not report.ok
 
 
 def test_root_user(broken_images: dict[str, str], verify_engine: Any) -> None:
-    report = run(verify_engine, broken_images["root-user"], only="not train")
+    report = run(verify_engine, broken_images["root-user"], only="not train_")
     assert failing(report) == {"default_user_not_root"}, report.text()
     assert "default user is root" in _msg(report, "default_user_not_root")
 
@@ -211,3 +211,16 @@ def test_arches_of_an_image(
     verdicts = {Path(c["path"]).name[:9]: c["verdict"] for c in data["gpus"][0]["libraries"]}
     assert verdicts == {"_C_cutlas": "yes", "_C_mxfp8.": "no"}
     assert verify_engine.containers(LABEL) == []
+
+
+def test_docker_backend(
+    verify_cpu_image: str, broken_images: dict[str, str], verify_docker_engine: Any
+) -> None:
+    """The same checks through testinfra's docker:// backend (the docker CLI on the engine's
+    Docker-compatible socket)."""
+    report = run(verify_docker_engine, verify_cpu_image, only="not train_")
+    assert report.engine == "docker" and report.ok, report.text()
+    assert "/dev/nvidia0 does not exist" in _msg(report, "nvidia_smi")
+    report = run(verify_docker_engine, broken_images["root-user"], only="user or torch")
+    assert failing(report) == {"default_user_not_root"}, report.text()
+    assert verify_docker_engine.containers(LABEL) == []
