@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from builder import fatbin
 from builder.fatbin import CorruptFatbin, NoDeviceCode, NotElfError, scan_file, scan_paths
@@ -211,3 +213,30 @@ def test_main_prints_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert out["errors"] == []
     assert out["libraries"][0]["sass_in_every_container"] == ["sm_90", "sm_100"]
     assert fatbin.main([]) == 2
+
+
+_VALID = elf64({".text": b"\x90" * 16, ".nv_fatbin": two_containers()})
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    edits=st.lists(st.tuples(st.integers(0, len(_VALID) - 1), st.integers(0, 255)), max_size=8),
+    cut=st.integers(0, len(_VALID)),
+)
+def test_damaged_input_raises_only_fatbin_errors(
+    tmp_path: Path, edits: list[tuple[int, int]], cut: int
+) -> None:
+    """Any corruption of a valid library (bytes changed, tail cut) is either still readable or a
+    FatbinError naming the file: never a struct.error, IndexError or an endless loop."""
+    data = bytearray(_VALID)
+    for pos, value in edits:
+        data[pos] = value
+    lib = write(tmp_path, "fuzz.so", bytes(data[:cut] if cut else data))
+    try:
+        scan = scan_file(lib)
+    except fatbin.FatbinError as exc:
+        assert exc.path == str(lib) and exc.message
+    else:
+        assert all(e.size >= 0 and e.container < scan.containers for e in scan.entries)
