@@ -33,7 +33,7 @@ CHECKS = (
     ("trainer_version", "the bundled trainer is this tree's"),
     ("nvidia_smi", "nvidia-smi lists >= 1 GPU (skipped: no GPU here)"),
     ("sm_kernels_arch_flags", "torch._C._cuda_getArchFlags() has every promised arch"),
-    ("sm_kernels_fatbin_scan", "every libtorch_cuda.so module has every promised SASS"),
+    ("sm_kernels_fatbin_scan", "libtorch_cuda.so: promised SASS in every module, every target GPU"),
     ("train_bf16", "a few BF16 trainer steps: finite, falling loss"),
     ("train_fp8_fwd", "a few FP8-fwd trainer steps: finite, falling loss"),
     ("nvidia_environment", "NVIDIA_REQUIRE_CUDA and NVIDIA_DRIVER_CAPABILITIES"),

@@ -71,6 +71,10 @@ def test_cu128_torch_passes_the_cuda_checks(cuda_ctx: dict[str, Any]) -> None:
     )
     assert got["sm_kernels_fatbin_scan"][0] == "passed", got
     assert "libtorch_cuda.so: 397 modules, all with" in got["sm_kernels_fatbin_scan"][1]
+    assert (
+        "native SASS for every target GPU: h100, h200, b200, b300, rtx5090, rtx-pro-6000"
+        in (got["sm_kernels_fatbin_scan"][1])
+    )
     assert got["nvidia_environment"][0] == "passed", got
     assert got["nvidia_environment"][1].startswith("cuda>=12.8 (+")
     # a devel cell: gcc is checked here (this machine's gcc 12 is not the cell's gcc 11)
@@ -109,3 +113,13 @@ def test_wrong_nvidia_require_cuda(
     got = outcomes(cuda_ctx, "nvidia_environment")
     assert got["nvidia_environment"][0] == "failed"
     assert "differs from what CUDA 12.8.1 requires" in got["nvidia_environment"][1]
+
+
+def test_a_target_gpu_without_native_kernels_fails(cuda_ctx: dict[str, Any]) -> None:
+    cuda_ctx["image"]["labels"]["io.trainimg.gpus"] = "b200 thor"  # Thor is sm_110: no SASS
+    got = outcomes(cuda_ctx, "fatbin_scan")
+    assert got["sm_kernels_fatbin_scan"][0] == "failed"
+    assert (
+        "does not run natively on every GPU the cell targets: Jetson T5000 (sm_110): no:"
+        in (got["sm_kernels_fatbin_scan"][1])
+    )

@@ -17,6 +17,8 @@ from typing import Any, NoReturn
 
 import pytest
 
+from builder import arches as coverage
+from builder.errors import TrainimgError
 from builder.requirements import parse as parse_requirement
 from builder.verify.scan import parse_output, reader_argv
 
@@ -216,6 +218,21 @@ def test_sm_kernels_fatbin_scan(
             f"libtorch_cuda.so: {' '.join(missing)} SASS missing from some of its "
             f"{core['containers']} kernel modules (every module has: {' '.join(every)})"
         )
+    targets = labels(ctx).get(f"{P}.gpus", "").split()
+    short = []
+    for key in targets:
+        try:
+            gpu_name, cc = coverage.parse_gpu(key)
+        except TrainimgError as exc:
+            fail(f"label {P}.gpus names {key!r}: {exc}")
+        cov = coverage.library_coverage(core, cc)
+        if cov.verdict != "yes":
+            short.append(f"{gpu_name}: {cov.explain()}")
+    if short:
+        fail(
+            "libtorch_cuda.so does not run natively on every GPU the cell targets: "
+            + "; ".join(short)
+        )
     flags = (facts.get("arch_flags") or "").split()
     if flags and flags != every:
         fail(
@@ -227,6 +244,8 @@ def test_sm_kernels_fatbin_scan(
         for name, lib in sorted(libs.items())
         if name != "libtorch_cuda.so"
     ]
+    if targets:
+        detail(f"native SASS for every target GPU: {', '.join(targets)}")
     detail(
         f"libtorch_cuda.so: {core['containers']} modules, all with {' '.join(every)}"
         + (f"; {'; '.join(others)}" if others else "")
