@@ -297,13 +297,35 @@ def driver_version(state: HostState, plan: Plan, today: dt.date) -> Check:
     if state.module is None and state.driver is None:
         why = smi.why() if smi is not None and not smi.ok else "no nvidia-smi output"
         pci = state.pci.gpus if state.pci else ()
-        where = f"; lspci shows {len(pci)} NVIDIA GPU(s)" if pci else ""
-        sev = WARN
+        text = f"no NVIDIA driver is loaded (no /proc/driver/nvidia/version; {why})"
+        built = [
+            f"{m}/{v}"
+            for m, v, k, st in _nvidia_entries(state)
+            if k == state.kernel and st in ("installed", "installed-weak")
+        ]
+        if pci and built:
+            return Check(
+                cid,
+                WARN,
+                f"{text}, though {built[0]} is installed for the running kernel and lspci shows "
+                f"{len(pci)} NVIDIA GPU(s): the module does not load",
+                "find out why before changing the driver: `journalctl -k -b | grep -i nvidia` "
+                "(see secureboot.mok for a rejected signing key)",
+                srcs,
+            )
+        if pci:
+            return Check(
+                cid,
+                WARN,
+                f"{text}; lspci shows {len(pci)} NVIDIA GPU(s)",
+                "a first install: pass --target-driver to judge the plan",
+                srcs,
+            )
         return Check(
             cid,
-            sev,
-            f"no NVIDIA driver is loaded (no /proc/driver/nvidia/version; {why}){where}",
-            "nothing to upgrade here: install the driver, or run preflight on a GPU host",
+            WARN,
+            f"{text}, and no NVIDIA GPU is visible",
+            "nothing to upgrade here: run preflight on the GPU hosts",
             srcs,
         )
     versions = {
@@ -460,17 +482,6 @@ def driver_module(state: HostState, plan: Plan, today: dt.date) -> Check:
 def gpu_inventory(state: HostState, plan: Plan, today: dt.date) -> Check:
     cid, srcs = "gpu.inventory", (CUDA_GPUS,)
     if not state.gpus:
-        pci = state.pci.gpus if state.pci else ()
-        if pci:
-            return Check(
-                cid,
-                WARN,
-                f"lspci shows {len(pci)} NVIDIA GPU(s) ({pci[0]}) but NVML "
-                "lists none (no driver loaded)",
-                "preflight judges GPUs through NVML: "
-                "load a driver first, or pass --target-driver for a fresh install",
-                srcs,
-            )
         return Check(
             cid,
             WARN,
@@ -488,11 +499,8 @@ def gpu_inventory(state: HostState, plan: Plan, today: dt.date) -> Check:
         g = group[0]
         floor = g.min_branch
         brand = g.product_brand or "?"
-        desc = (
-            f"{len(group)}x {g.name} (CC {g.cc_text}, brand {brand} -> {g.libnvc_brand!r}; "
-            f"needs R{floor}+"
-            if floor
-            else f"{len(group)}x {g.name} (CC {g.cc_text}; minimum branch unknown"
+        desc = f"{len(group)}x {g.name} (CC {g.cc_text}, brand {brand} -> {g.libnvc_brand!r}; " + (
+            f"needs R{floor}+" if floor else "minimum branch unknown"
         )
         if g.needs_open_modules:
             desc += ", open modules only"
@@ -502,6 +510,13 @@ def gpu_inventory(state: HostState, plan: Plan, today: dt.date) -> Check:
             fix = "add the GPU to builder/rules/gpus.py with its source"
         if floor and branch and branch < floor:
             sev, fix = BLOCK, f"{g.name} needs driver branch R{floor} or newer"
+    if any(g.source == "lspci" for g in state.gpus):
+        smi = state.out("smi")
+        why = smi.why() if smi is not None and not smi.ok else "NVML lists no device"
+        parts.append(f"seen on PCI only: {why}")
+        if sev is OK:
+            sev = WARN
+            fix = "load a driver that supports these GPUs; the rules above still apply to the plan"
     return Check(cid, sev, "; ".join(parts), fix, srcs)
 
 
@@ -637,6 +652,8 @@ def persistenced(state: HostState, plan: Plan, today: dt.date) -> Check:
     unit = host_rules.PERSISTENCED_UNIT
     if not state.gpus:
         return Check(cid, SKIP, "no GPU visible", "", srcs)
+    if not any(g.source == "nvml" for g in state.gpus):
+        return Check(cid, SKIP, "NVML lists no GPU: nothing for the daemon to hold", "", srcs)
     if unit not in state.units:
         out = state.out(f"{unit} active")
         return Check(
@@ -878,8 +895,8 @@ def selinux(state: HostState, plan: Plan, today: dt.date) -> Check:
 
 def gpu_processes(state: HostState, plan: Plan, today: dt.date) -> Check:
     cid, srcs = "gpu.processes", (host_rules.GPU_PROCESSES_SOURCE,)
-    if not state.gpus:
-        return Check(cid, SKIP, "no GPU visible", "", srcs)
+    if not any(g.source == "nvml" for g in state.gpus):
+        return Check(cid, SKIP, "NVML lists no GPU, so no process can hold one", "", srcs)
     if state.apps is None:
         out = state.out("smi-apps")
         return Check(

@@ -29,6 +29,7 @@ class HostGpu:
     libnvc_brand: str  # what libnvidia-container matches `brand=` against
     fabric_state: str
     catalogue: gpu_rules.Gpu | None  # builder.rules.gpus entry, matched by name and CC
+    source: str = "nvml"  # nvml | lspci (NVML saw no device: identified from PCI alone)
 
     @property
     def sm(self) -> str:
@@ -274,6 +275,19 @@ def _host_gpus(state: HostState) -> list[HostGpu]:
                 q.fabric_state if q else "",
                 cat,
             )
+        )
+    if out or state.pci is None:
+        return out
+    # NVML lists nothing (no driver, or a module that does not support the board): name the
+    # boards from PCI so the rules can still say what they need (e.g. B200: open modules).
+    for i, line in enumerate(state.pci.gpus):
+        m = re.search(r"\[([^\]]+)\] \[10de:", line)
+        name = f"NVIDIA {m[1]}" if m else line.split(" ", 1)[-1]
+        cat = catalogue_gpu(name, None)
+        brand = host_rules.libnvc_brand(cat.brand) if cat else host_rules.LIBNVC_BRAND_OTHER
+        bus = line.split(" ", 1)[0]
+        out.append(
+            HostGpu(i, "", name, cat.cc if cat else None, bus, "", "", brand, "", cat, "lspci")
         )
     return out
 

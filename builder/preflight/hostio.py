@@ -47,6 +47,12 @@ class Output:
     def command(self) -> str:
         return " ".join(self.argv)
 
+    @property
+    def short(self) -> str:
+        """The program and, when brief, its first argument (`dkms status`, `nvidia-smi`)."""
+        first = self.argv[1:2]
+        return " ".join([self.argv[0], *(a for a in first if len(a) <= 16 and "/" not in a)])
+
     def why(self) -> str:
         """Why the probe gave nothing usable, in words (empty when it succeeded)."""
         if self.ok:
@@ -54,10 +60,10 @@ class Output:
         if self.missing:
             return f"`{self.argv[0]}` is not installed (command not found)"
         if self.timed_out:
-            return f"`{self.command}` timed out after {allowlist.TIMEOUT_S} s"
+            return f"`{self.short}` timed out after {allowlist.TIMEOUT_S} s"
         detail = (self.stderr.strip() or self.stdout.strip()).splitlines()
         first = detail[0] if detail else "no output"
-        return f"`{self.command}` failed (exit {self.rc}): {first}"
+        return f"`{self.short}` failed (exit {self.rc}): {first}"
 
 
 def _text(result: Any, stream: str) -> str:

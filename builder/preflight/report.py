@@ -73,7 +73,8 @@ def render_host(report: HostReport, target: str | None, *, wide: bool = False) -
         if c.remediation and c.severity in (WARN, BLOCK):
             lines.append(f"  {'':<5}  {'':<15}  fix: {_cut(c.remediation, width)}")
     gpu_rows = [r for r in report.rows if r.image.gpu]
-    if gpu_rows:
+    judged = any(v.status != "no-driver" for r in gpu_rows for v in (r.now, r.after) if v)
+    if gpu_rows and judged:
         now = f"NOW {f.get('driver') or '(none)'}"
         header = (
             ["IMAGE", "SOURCE", now] + ([f"AFTER {target}", "CHANGE"] if target else []) + ["WHY"]
