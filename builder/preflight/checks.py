@@ -205,7 +205,8 @@ def _covered(state: HostState, version: str, kernel: str) -> str | None:
 def dkms_modules(state: HostState, plan: Plan, today: dt.date) -> Check:
     cid, src = "dkms.nvidia", (host_rules.DKMS_STATUS_SOURCE, host_rules.DKMS_MODULE_SOURCE)
     out = state.out("dkms")
-    version = str(plan.target) if plan.target else state.driver
+    built = [v for _, v, k, st in _nvidia_entries(state) if k == state.kernel and st == "installed"]
+    version = str(plan.target) if plan.target else state.driver or (built[-1] if built else None)
     if version is None:
         return Check(
             cid,

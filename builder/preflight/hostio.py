@@ -14,9 +14,10 @@ from typing import Any
 
 from builder.preflight import allowlist
 
-# Exit statuses that are the transport's, not the probed command's: ssh (255), podman exec of
-# a container that is gone (125).
-_TRANSPORT_RC = {255: "ssh", 125: "podman exec"}
+# Exit statuses of the first probe (`uname -r`, present on every Linux) that mean the host was
+# not reached: ssh's own failure (255), podman exec of a container that is gone (125), and a
+# transport program that is not installed here (127, e.g. no ssh client).
+_TRANSPORT_RC = {255: "ssh", 125: "podman exec", 127: "the connection"}
 
 
 class HostUnreachable(ConnectionError):
