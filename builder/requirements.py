@@ -128,9 +128,13 @@ class Verdict:
 
     @property
     def forward_compat_only(self) -> bool:
-        """Satisfied, but only through brand/driver windows (not a cuda>= term)."""
+        """Satisfied, but only through brand/driver windows (not a cuda>= term): some device
+        was admitted by a term that pins a driver range and says nothing about CUDA."""
         return self.satisfied and any(
-            t is not None and all(c.key != "cuda" for c in t.conditions) for t in self.matched
+            t is not None
+            and all(c.key != "cuda" for c in t.conditions)
+            and any(c.key == "driver" for c in t.conditions)
+            for t in self.matched
         )
 
 

@@ -266,10 +266,11 @@ def impact_check(rows: list[Row], target: DriverVersion | None, notes: list[str]
         finding += f"; {len(breaks)} work now and break (e.g. {breaks[0].image.name})"
     if broken:
         first = next(iter(r.after or r.now for r in broken))
+        why = f"; {first.reasons[0]}" if first.reasons else ""
         return Check(
             cid,
             BLOCK,
-            f"{finding}; {first.reasons[0]}{tail}",
+            f"{finding}{why}{tail}",
             "keep the current driver for these images, choose a target they accept, "
             "or rebuild them for it (see the image table)",
             IMPACT_SOURCES,

@@ -47,7 +47,9 @@ def run_fixture(matrix_images: list[img.ImageRecord]) -> RunFixture:
     ) -> tuple[HostReport, FakeHost]:
         fake = FakeHost(Fixture.load(name))
         ctx = context(matrix_images, target, module)
-        report = preflight_host(Target(name, f"fake://{name}"), ctx, lambda _: ReadOnlyHost(fake, name))
+        report = preflight_host(
+            Target(name, f"fake://{name}"), ctx, lambda _: ReadOnlyHost(fake, name)
+        )
         return report, fake
 
     return run

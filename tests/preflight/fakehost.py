@@ -39,7 +39,11 @@ SHORT: dict[str, tuple[str, ...]] = {
     "lspci": ("lspci", "-nn", "-d", "10de:"),
     "smi": ("nvidia-smi", f"--query-gpu={al.SMI_GPU_FIELDS}", "--format=csv,noheader"),
     "smi-q": ("nvidia-smi", "-q"),
-    "smi-apps": ("nvidia-smi", f"--query-compute-apps={al.SMI_APP_FIELDS}", "--format=csv,noheader"),
+    "smi-apps": (
+        "nvidia-smi",
+        f"--query-compute-apps={al.SMI_APP_FIELDS}",
+        "--format=csv,noheader",
+    ),
     "dkms": ("dkms", "status"),
     "sb-state": ("mokutil", "--sb-state"),
     "mok-test": ("mokutil", "--test-key", host_rules.DKMS_MOK_CERT),
@@ -85,8 +89,14 @@ class Fixture:
             argv = SHORT.get(key) or tuple(shlex.split(key))
             stdout = (root / spec["file"]).read_text() if "file" in spec else spec.get("stdout", "")
             recs.append(
-                Recording(argv, stdout, spec.get("stderr", ""), int(spec.get("rc", 0)),
-                          spec.get("origin", ""), key in PREFIX_KEYS)  # fmt: skip
+                Recording(
+                    argv,
+                    stdout,
+                    spec.get("stderr", ""),
+                    int(spec.get("rc", 0)),
+                    spec.get("origin", ""),
+                    key in PREFIX_KEYS,
+                )  # fmt: skip
             )
         return cls(name, root, meta, recs)
 
@@ -139,7 +149,9 @@ class FakeHost:
                 return Result(rec.rc, rec.stdout, rec.stderr)
         if prog in self.fixture.programs or prog in ("uname", "df"):
             return Result(UNRECORDED, "", f"fakehost: unrecorded: {shlex.join(argv)}\n")
-        return Result(127, "", f"timeout: failed to run command '{prog}': No such file or directory\n")
+        return Result(
+            127, "", f"timeout: failed to run command '{prog}': No such file or directory\n"
+        )
 
     def _ls(self, argv: tuple[str, ...]) -> Result:
         exists = self.fixture.exists

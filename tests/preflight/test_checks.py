@@ -51,7 +51,9 @@ def test_h100_on_565_runs_cu128_only_through_forward_compatibility(run_fixture: 
         assert r.after is not None and r.after.status == "fwd-compat", r.image.name
         assert any("forward compatibility" in why for why in r.after.reasons)
         # R565 is admitted by the label's window, but not in NVIDIA's cuda-compat-12-8 matrix
-        assert any("R565 is not in NVIDIA's forward-compatibility matrix" in w for w in r.after.reasons)
+        assert any(
+            "R565 is not in NVIDIA's forward-compatibility matrix" in w for w in r.after.reasons
+        )
     assert check(report, "images.impact").severity is WARN
 
 
@@ -82,7 +84,9 @@ def test_b200_on_a_proprietary_module_is_blocked(run_fixture: RunFixture) -> Non
     assert module.severity is BLOCK and "open kernel modules" in module.finding
     assert check(report, "driver.target").severity is BLOCK  # the plan keeps proprietary
     rows = [r for r in report.rows if r.image.cuda]
-    assert rows and all(r.now.status == "broken" and r.after and r.after.status == "broken" for r in rows)
+    assert rows and all(
+        r.now.status == "broken" and r.after and r.after.status == "broken" for r in rows
+    )
     assert exit_code([report]) == 1
     # with the open modules the plan itself is fine, and so are the images
     fixed, _ = run_fixture("el9-b200-proprietary", "570.124.06", "open")
@@ -96,7 +100,9 @@ def test_blackwell_on_a_535_window_is_broken_by_the_rules_not_the_label(
     report, _ = run_fixture("el9-b200-stale-cdi", "535.230.02")
     rows = [r for r in report.rows if r.image.cuda]
     assert all(r.after and r.after.status == "broken" for r in rows)
-    assert all(r.after and any("needs driver branch R570+" in w for w in r.after.reasons) for r in rows)
+    assert all(
+        r.after and any("needs driver branch R570+" in w for w in r.after.reasons) for r in rows
+    )
     assert check(report, "driver.target").severity is BLOCK
 
 
@@ -147,7 +153,9 @@ def test_secure_boot_with_an_unenrolled_key(run_fixture: RunFixture) -> None:
     assert "mokutil --import /var/lib/dkms/mok.pub" in sb.remediation
     assert "Red Hat Secure Boot CA 5" in sb.finding
     gpu = check(report, "gpu.inventory")
-    assert gpu.severity is WARN and "4x NVIDIA H100 PCIe" in gpu.finding and "PCI only" in gpu.finding
+    assert (
+        gpu.severity is WARN and "4x NVIDIA H100 PCIe" in gpu.finding and "PCI only" in gpu.finding
+    )
     assert "does not load" in check(report, "driver.version").finding
 
 
@@ -166,7 +174,9 @@ def h100() -> HostState:
     return state_of("el9-h100")
 
 
-def run(state: HostState, target: str | None = None, module: str | None = None) -> dict[str, object]:
+def run(
+    state: HostState, target: str | None = None, module: str | None = None
+) -> dict[str, object]:
     plan = Plan(DriverVersion(target) if target else None, module)
     return {c.id: c for c in checks.run_checks(state, plan, TODAY)}
 
@@ -198,7 +208,9 @@ def test_nvml_mismatch_blocks() -> None:
     state = h100()
     from builder.preflight.hostio import Output
 
-    smi = Output(("nvidia-smi",), 18, "Failed to initialize NVML: Driver/library version mismatch\n", "")
+    smi = Output(
+        ("nvidia-smi",), 18, "Failed to initialize NVML: Driver/library version mismatch\n", ""
+    )
     broken = dataclasses.replace(state, outputs={**state.outputs, "smi": smi})
     got = run(broken)["driver.version"]
     assert got.severity is BLOCK and "Driver/library version mismatch" in got.finding  # type: ignore[attr-defined]

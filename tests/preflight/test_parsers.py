@@ -178,8 +178,10 @@ def test_rpm_and_kmods() -> None:
     assert q.installed["kernel-devel"] == ("5.14.0-503.23.1.el9_5.x86_64",)
     assert "nvidia-fabricmanager" in q.missing
     kmods = p.precompiled_kmods(
-        p.rpm_q("kmod-nvidia-535.54.03-5.14.0-284.18.1 535.54.03-1.el9_2.x86_64\n"
-                "kmod-nvidia-open-dkms 570.124.06-1.el9.noarch\n")  # fmt: skip
+        p.rpm_q(
+            "kmod-nvidia-535.54.03-5.14.0-284.18.1 535.54.03-1.el9_2.x86_64\n"
+            "kmod-nvidia-open-dkms 570.124.06-1.el9.noarch\n"
+        )  # fmt: skip
     )
     assert kmods == [("kmod-nvidia-535.54.03-5.14.0-284.18.1", "535.54.03", "5.14.0-284.18.1")]
     assert p.kmod_covers("5.14.0-284.18.1", "5.14.0-284.18.1.el9_2.x86_64")
@@ -204,7 +206,9 @@ def test_cdi_spec_versions_paths_devices() -> None:
     assert "/usr/lib64/libcuda.so.550.144.03" in spec.host_paths
     assert "/usr/bin/nvidia-cdi-hook" in spec.host_paths and "/dev/nvidia7" in spec.host_paths
     # no enable-cuda-compat hook: the driver shows in the library suffixes only
-    stale = p.cdi_spec("/etc/cdi/nvidia.yaml", hostfile("el9-b200-stale-cdi", "/etc/cdi/nvidia.yaml"))
+    stale = p.cdi_spec(
+        "/etc/cdi/nvidia.yaml", hostfile("el9-b200-stale-cdi", "/etc/cdi/nvidia.yaml")
+    )
     assert isinstance(stale, p.CdiSpec) and stale.driver_version == "570.86.15"
     as_json = p.cdi_spec("/etc/cdi/x.json", json.dumps({"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu",
                                                         "devices": [{"name": "all"}]}))  # fmt: skip
