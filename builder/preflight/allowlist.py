@@ -63,6 +63,7 @@ SMI_APP_FIELDS = "pid,process_name,used_memory,gpu_uuid"
 UNITS = frozenset(
     {host_rules.PERSISTENCED_UNIT, host_rules.FABRICMANAGER_UNIT, host_rules.CDI_REFRESH_UNIT}
 )
+SYSTEMD_PROPERTIES = "Id,LoadState,ActiveState,UnitFileState"
 _IMAGE_ID = re.compile(r"[0-9a-f]{12,64}")
 
 
@@ -103,7 +104,9 @@ _READABLE = re.compile("|".join(f"(?:{p.pattern})" for p in READABLE))
 
 ALLOWED: tuple[Shape, ...] = (
     Shape("cat", (_READABLE,), why="prints one of a fixed set of files"),
-    Shape("ls", ("-1", frozenset(LISTABLE)), why="lists a configuration directory"),
+    Shape(
+        "ls", ("-1", "--"), frozenset(LISTABLE), 1, len(LISTABLE), why="lists config directories"
+    ),
     Shape("ls", ("-1d", "--"), _EXISTS, 1, 200, why="reports which paths exist"),
     Shape("uname", ("-r",), why="prints the running kernel"),
     Shape("grubby", ("--default-kernel",), why="prints the kernel the next boot uses"),
@@ -142,7 +145,12 @@ ALLOWED: tuple[Shape, ...] = (
         why="reads a module file's metadata (loads nothing)",
     ),
     Shape(
-        "systemctl", (frozenset({"is-active", "is-enabled"}), UNITS), why="prints a unit's state"
+        "systemctl",
+        ("show", f"--property={SYSTEMD_PROPERTIES}"),
+        UNITS,
+        1,
+        len(UNITS),
+        why="prints units' properties",
     ),
     Shape("podman", ("--version",), why="prints a version"),
     Shape("podman", ("images", "--format", "json"), why="lists local images"),

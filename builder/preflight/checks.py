@@ -656,21 +656,19 @@ def persistenced(state: HostState, plan: Plan, today: dt.date) -> Check:
     if not any(g.source == "nvml" for g in state.gpus):
         return Check(cid, SKIP, "NVML lists no GPU: nothing for the daemon to hold", "", srcs)
     if unit not in state.units:
-        out = state.out(f"{unit} active")
-        return Check(
-            cid, WARN, f"cannot ask systemd about {unit} ({out.why() if out else '?'})", "", srcs
-        )
+        out = state.out("systemctl")
+        why = out.why() if out is not None and not out.ok else "no answer for the unit"
+        return Check(cid, WARN, f"cannot ask systemd about {unit} ({why})", "", srcs)
     active, enabled = state.units[unit]
     datacenter = any(g.datacenter for g in state.gpus)
     fix = f"systemctl enable --now {unit}"
     if active == "active" and enabled == "enabled":
         return Check(cid, OK, f"{unit} is active and enabled", "", srcs)
-    sev = WARN if datacenter else OK
+    now = "not installed" if enabled == "not-found" else f"{active or '?'} and {enabled or '?'}"
     return Check(
         cid,
-        sev,
-        f"{unit} is {active or 'unknown'} and {enabled or 'unknown'}"
-        + ("" if datacenter else " (optional without data center GPUs)"),
+        WARN if datacenter else OK,
+        f"{unit} is {now}" + ("" if datacenter else " (optional without data center GPUs)"),
         fix,
         srcs,
     )
@@ -723,8 +721,9 @@ def fabricmanager(state: HostState, plan: Plan, today: dt.date) -> Check:
             f"dnf install {pkg}, then systemctl restart {unit}{after}",
             srcs,
         )
-    active = state.units.get(unit, ("unknown", "unknown"))[0]
+    active, enabled = state.units.get(unit, ("unknown", "unknown"))
     if active != "active":
+        active = "not installed as a service" if enabled == "not-found" else active
         return Check(
             cid,
             BLOCK,

@@ -129,9 +129,11 @@ class HostState:
         return self.module.flavour if self.module is not None else self.installed_flavour
 
 
-def _ls(host: ReadOnlyHost, state: HostState, probe: str, directory: str) -> list[str]:
-    out = state.outputs[probe] = host.run("ls", "-1", directory)
-    return [n.strip() for n in out.stdout.splitlines() if n.strip()] if out.ok else []
+def _listing(host: ReadOnlyHost, state: HostState) -> dict[str, list[str]]:
+    """Every configuration directory preflight reads (modprobe.d, CDI), in one `ls`."""
+    dirs = [*host_rules.MODPROBE_DIRS, *host_rules.CDI_SPEC_DIRS]
+    out = state.outputs["ls"] = host.run("ls", "-1", "--", *dirs)
+    return parsers.ls_dirs(out.stdout, dirs)
 
 
 def _exists(host: ReadOnlyHost, paths: list[str]) -> tuple[set[str], Output]:
@@ -208,9 +210,10 @@ def gather(host: ReadOnlyHost, *, images: bool = True) -> HostState:
     # nouveau
     o["lsmod"] = host.run("lsmod")
     state.lsmod = parsers.lsmod(o["lsmod"].stdout) if o["lsmod"].ok else None
+    listing = _listing(host, state)
     confs: dict[str, str] = {}
     for directory in host_rules.MODPROBE_DIRS:
-        for name in _ls(host, state, f"ls {directory}", directory):
+        for name in listing.get(directory, []):
             if name.endswith(".conf") and allowlist.permitted(("cat", f"{directory}/{name}")):
                 out = host.read(f"{directory}/{name}")
                 if out.ok:
@@ -221,33 +224,44 @@ def gather(host: ReadOnlyHost, *, images: bool = True) -> HostState:
     )
 
     # services
-    for unit in sorted(allowlist.UNITS):
-        active = o[f"{unit} active"] = host.run("systemctl", "is-active", unit)
-        enabled = o[f"{unit} enabled"] = host.run("systemctl", "is-enabled", unit)
-        if not active.missing:
-            state.units[unit] = (
-                parsers.first_line(active.stdout),
-                parsers.first_line(enabled.stdout),
-            )
+    units = sorted(allowlist.UNITS)
+    o["systemctl"] = host.run(
+        "systemctl", "show", f"--property={allowlist.SYSTEMD_PROPERTIES}", *units
+    )
+    if o["systemctl"].ok:
+        state.units = parsers.systemctl_show(o["systemctl"].stdout)
     o["fabricmanager"] = host.run("nv-fabricmanager", "--version")
     state.fm_version = parsers.fm_version(o["fabricmanager"].stdout + o["fabricmanager"].stderr)
 
     # container stack
     o["nvidia-ctk"] = host.run("nvidia-ctk", "--version")
     state.ctk_version = parsers.ctk_version(o["nvidia-ctk"].stdout) if o["nvidia-ctk"].ok else None
-    _cdi(host, state)
+    _cdi(host, state, listing)
     o["podman"] = host.run("podman", "--version")
     state.podman_version = parsers.podman_version(o["podman"].stdout) if o["podman"].ok else None
     o["getenforce"] = host.run("getenforce")
     state.selinux = parsers.getenforce(o["getenforce"].stdout) if o["getenforce"].ok else None
-    for path in sorted(host_rules.FREE_MB):
-        out = o[f"df {path}"] = host.run("df", "-P", "-k", path)
-        free = parsers.df_p(path, out.stdout) if out.ok else None
-        if free is not None:
-            state.disk.append(free)
+    state.disk = _disk(host, state)
     if images and state.podman_version is not None:
         _images(host, state)
     return state
+
+
+def _disk(host: ReadOnlyHost, state: HostState) -> list[parsers.DiskFree]:
+    """Free space where a driver upgrade writes: one `df` when every path exists (one line per
+    path, in order), else one per path (df skips a missing one and the order is lost)."""
+    paths = sorted(host_rules.FREE_MB)
+    out = state.outputs["df"] = host.run("df", "-P", "-k", *paths)
+    lines = out.stdout.strip().splitlines()[1:]
+    if out.ok and len(lines) == len(paths):
+        pairs = [(p, "header\n" + line) for p, line in zip(paths, lines, strict=True)]
+    else:
+        pairs = []
+        for p in paths:
+            one = state.outputs[f"df {p}"] = host.run("df", "-P", "-k", p)
+            if one.ok:
+                pairs.append((p, one.stdout))
+    return [d for p, text in pairs if (d := parsers.df_p(p, text)) is not None]
 
 
 def _host_gpus(state: HostState) -> list[HostGpu]:
@@ -292,9 +306,9 @@ def _host_gpus(state: HostState) -> list[HostGpu]:
     return out
 
 
-def _cdi(host: ReadOnlyHost, state: HostState) -> None:
+def _cdi(host: ReadOnlyHost, state: HostState, listing: dict[str, list[str]]) -> None:
     for directory in host_rules.CDI_SPEC_DIRS:
-        for name in _ls(host, state, f"ls {directory}", directory):
+        for name in listing.get(directory, []):
             path = f"{directory}/{name}"
             if not allowlist.permitted(("cat", path)):
                 continue

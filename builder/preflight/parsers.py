@@ -312,6 +312,24 @@ def getenforce(text: str) -> str | None:
     return word if word in ("Enforcing", "Permissive", "Disabled") else None
 
 
+def systemctl_show(text: str) -> dict[str, tuple[str, str]]:
+    """`systemctl show --property=Id,LoadState,ActiveState,UnitFileState UNIT...`: one block of
+    Key=Value lines per unit, blocks separated by a blank line, properties in systemd's order.
+    Returns unit (".service" dropped) -> (ActiveState, UnitFileState); a unit systemd does not
+    know (LoadState=not-found) gets UnitFileState "not-found"."""
+    units: dict[str, tuple[str, str]] = {}
+    for block in re.split(r"\n\s*\n", text.strip()):
+        props = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        unit = props.get("Id", "").removesuffix(".service")
+        if not unit:
+            continue
+        enabled = (
+            "not-found" if props.get("LoadState") == "not-found" else props.get("UnitFileState", "")
+        )
+        units[unit] = (props.get("ActiveState", ""), enabled)
+    return units
+
+
 def first_line(text: str) -> str:
     lines = text.strip().splitlines()
     return lines[0].strip() if lines else ""
@@ -509,6 +527,19 @@ def cdi_spec(path: str, text: str) -> CdiSpec | str:
     return CdiSpec(
         path, str(doc["kind"]), str(doc.get("cdiVersion", "")), tuple(devices), unique, driver
     )
+
+
+def ls_dirs(text: str, dirs: list[str]) -> dict[str, list[str]]:
+    """`ls -1 -- DIR...` with several operands: a "DIR:" header, then one name a line, blank
+    lines between directories (GNU ls sorts the operands; missing ones go to stderr)."""
+    out: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line.endswith(":") and line[:-1] in dirs:
+            current = out.setdefault(line[:-1], [])
+        elif line.strip() and current is not None:
+            current.append(line.strip())
+    return out
 
 
 def existing_paths(text: str) -> set[str]:

@@ -49,6 +49,7 @@ SHORT: dict[str, tuple[str, ...]] = {
     "mok-test": ("mokutil", "--test-key", host_rules.DKMS_MOK_CERT),
     "mok-list": ("mokutil", "--list-enrolled"),
     "lsmod": ("lsmod",),
+    "systemctl": ("systemctl", "show", f"--property={al.SYSTEMD_PROPERTIES}", *sorted(al.UNITS)),
     "fabricmanager": ("nv-fabricmanager", "--version"),
     "nvidia-ctk": ("nvidia-ctk", "--version"),
     "podman": ("podman", "--version"),
@@ -96,7 +97,7 @@ class Fixture:
                     int(spec.get("rc", 0)),
                     spec.get("origin", ""),
                     key in PREFIX_KEYS,
-                )  # fmt: skip
+                )
             )
         return cls(name, root, meta, recs)
 
@@ -155,14 +156,21 @@ class FakeHost:
 
     def _ls(self, argv: tuple[str, ...]) -> Result:
         exists = self.fixture.exists
-        if argv[1] == "-1":
-            prefix = argv[2].rstrip("/") + "/"
-            names = sorted({p[len(prefix) :].split("/")[0] for p in exists if p.startswith(prefix)})
-            if not names:
-                return Result(2, "", f"ls: cannot access '{argv[2]}': No such file or directory\n")
-            return Result(0, "".join(f"{n}\n" for n in names), "")
-        paths = argv[3:]
         dirs = {str(Path(p).parent) for p in exists}
+        dirs |= {str(parent) for p in exists for parent in Path(p).parents}
+        if argv[1] == "-1":  # ls -1 -- DIR...: GNU ls sorts the operands, heads each one
+            sections, err = [], ""
+            for d in sorted(argv[3:]):
+                prefix = d.rstrip("/") + "/"
+                if d not in dirs:
+                    err += f"ls: cannot access '{d}': No such file or directory\n"
+                    continue
+                names = sorted(
+                    {p[len(prefix) :].split("/")[0] for p in exists if p.startswith(prefix)}
+                )
+                sections.append(f"{d}:\n" + "".join(f"{n}\n" for n in names))
+            return Result(2 if err else 0, "\n".join(sections), err)
+        paths = argv[3:]
         found = [p for p in paths if p in exists or p in dirs]
         missing = [p for p in paths if p not in found]
         err = "".join(f"ls: cannot access '{p}': No such file or directory\n" for p in missing)
@@ -186,8 +194,8 @@ exec /bin/cat "$@"
 def _script(prog: str, recs: list[tuple[int, Recording]]) -> str:
     lines = ["#!/bin/sh", f"# fakehost: recorded outputs of {prog}", 'case "$*" in']
     for n, rec in recs:
-        args = shlex.join(rec.argv[1:]) if rec.argv[1:] else "''"
-        pattern = f"{args}' '*" if rec.prefix else args
+        args = " ".join(rec.argv[1:])  # what "$*" expands to
+        pattern = f"{shlex.quote(args + ' ')}*" if rec.prefix else shlex.quote(args)
         lines.append(
             f"  {pattern}) /bin/cat {CONTAINER_HOME}/out/{n}.out; "
             f"/bin/cat {CONTAINER_HOME}/out/{n}.err >&2; exit {rec.rc} ;;"

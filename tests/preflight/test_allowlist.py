@@ -35,7 +35,8 @@ def test_the_allow_list_names_only_read_only_programs() -> None:
         ("modprobe", "nvidia"),
         ("rmmod", "nouveau"),
         ("systemctl", "restart", "nvidia-fabricmanager"),
-        ("systemctl", "is-active", "sshd"),  # a unit preflight has no business with
+        ("systemctl", "show", f"--property={allowlist.SYSTEMD_PROPERTIES}", "sshd"),
+        ("systemctl", "show", "--property=ExecStart", "nvidia-persistenced"),
         ("dkms", "install", "nvidia/570.124.06"),
         ("dkms", "autoinstall"),
         ("mokutil", "--import", "/var/lib/dkms/mok.pub"),

@@ -10,13 +10,11 @@ from builder.preflight import checks
 from builder.preflight.checks import Plan
 from builder.preflight.gather import HostState, gather
 from builder.preflight.hostio import ReadOnlyHost
-from builder.preflight.model import BLOCK, OK, SKIP, WARN
+from builder.preflight.model import BLOCK, OK, SKIP, WARN, Check
 from builder.preflight.report import exit_code
 from builder.rules.driver_version import DriverVersion
 from preflight.conftest import TODAY, RunFixture, check, severities
 from preflight.fakehost import HOSTS, FakeHost, Fixture
-
-CU128 = "cu128"
 
 
 @pytest.mark.parametrize("name", HOSTS)
@@ -33,11 +31,6 @@ def test_fixture_hosts_give_their_expected_verdicts(name: str, run_fixture: RunF
 def state_of(name: str) -> HostState:
     fake = FakeHost(Fixture.load(name))
     return gather(ReadOnlyHost(fake, name))
-
-
-def cu128_rows(report):  # type: ignore[no-untyped-def]
-    return [r for r in report.rows if r.image.cuda and CU128 in r.image.name or
-            (r.image.cuda and r.image.source == "matrix")]  # fmt: skip
 
 
 # --- the Done-means --------------------------------------------------------------------
@@ -174,9 +167,7 @@ def h100() -> HostState:
     return state_of("el9-h100")
 
 
-def run(
-    state: HostState, target: str | None = None, module: str | None = None
-) -> dict[str, object]:
+def run(state: HostState, target: str | None = None, module: str | None = None) -> dict[str, Check]:
     plan = Plan(DriverVersion(target) if target else None, module)
     return {c.id: c for c in checks.run_checks(state, plan, TODAY)}
 
@@ -184,24 +175,24 @@ def run(
 def test_proprietary_target_on_r620_is_blocked() -> None:
     got = run(h100(), "620.10.02")
     target = got["driver.target"]
-    assert target.severity is BLOCK and "no proprietary kernel modules" in target.finding  # type: ignore[attr-defined]
+    assert target.severity is BLOCK and "no proprietary kernel modules" in target.finding
 
 
 def test_a_downgrade_warns() -> None:
     got = run(h100(), "535.230.02")
-    assert got["driver.target"].severity is WARN  # type: ignore[attr-defined]
-    assert "downgrade" in got["driver.target"].finding  # type: ignore[attr-defined]
+    assert got["driver.target"].severity is WARN
+    assert "downgrade" in got["driver.target"].finding
 
 
 def test_nouveau_loaded_blocks_and_not_blacklisted_warns() -> None:
     state = h100()
     assert state.lsmod is not None
     loaded = dataclasses.replace(state, lsmod=state.lsmod | {"nouveau"})
-    assert run(loaded)["nouveau"].severity is BLOCK  # type: ignore[attr-defined]
+    assert run(loaded)["nouveau"].severity is BLOCK
     from builder.preflight.parsers import Blacklist
 
     open_door = dataclasses.replace(state, blacklist=Blacklist(False, False, ()))
-    assert run(open_door)["nouveau"].severity is WARN  # type: ignore[attr-defined]
+    assert run(open_door)["nouveau"].severity is WARN
 
 
 def test_nvml_mismatch_blocks() -> None:
@@ -213,20 +204,20 @@ def test_nvml_mismatch_blocks() -> None:
     )
     broken = dataclasses.replace(state, outputs={**state.outputs, "smi": smi})
     got = run(broken)["driver.version"]
-    assert got.severity is BLOCK and "Driver/library version mismatch" in got.finding  # type: ignore[attr-defined]
+    assert got.severity is BLOCK and "Driver/library version mismatch" in got.finding
 
 
 def test_versions_that_disagree_block() -> None:
     state = dataclasses.replace(h100(), sys_module_version="550.127.05")
     got = run(state)["driver.version"]
-    assert got.severity is BLOCK and "disagree" in got.finding  # type: ignore[attr-defined]
+    assert got.severity is BLOCK and "disagree" in got.finding
 
 
 def test_old_toolkit_and_podman_block() -> None:
     state = dataclasses.replace(h100(), ctk_version="1.11.0", podman_version="4.0.2")
     got = run(state)
-    assert got["toolkit.version"].severity is BLOCK  # type: ignore[attr-defined]
-    assert got["podman.version"].severity is BLOCK  # type: ignore[attr-defined]
+    assert got["toolkit.version"].severity is BLOCK
+    assert got["podman.version"].severity is BLOCK
 
 
 def test_a_missing_command_is_a_finding_not_a_crash() -> None:
@@ -236,7 +227,7 @@ def test_a_missing_command_is_a_finding_not_a_crash() -> None:
     gone = Output(("dkms", "status"), 127, "", "sh: 1: dkms: not found\n")
     no_dkms = dataclasses.replace(state, dkms=None, outputs={**state.outputs, "dkms": gone})
     got = run(no_dkms, "570.124.06")["dkms.nvidia"]
-    assert got.severity is WARN and "`dkms` is not installed" in got.finding  # type: ignore[attr-defined]
+    assert got.severity is WARN and "`dkms` is not installed" in got.finding
 
 
 def test_an_eol_os_warns() -> None:
@@ -244,9 +235,9 @@ def test_an_eol_os_warns() -> None:
 
     state = dataclasses.replace(h100(), os=OsRelease("centos", "7", "CentOS Linux 7 (Core)"))
     got = run(state)["host.os"]
-    assert got.severity is WARN and "2024-06-30" in got.finding  # type: ignore[attr-defined]
+    assert got.severity is WARN and "2024-06-30" in got.finding
 
 
 def test_skips_never_change_the_exit_code() -> None:
     got = run(h100())
-    assert got["driver.target"].severity is SKIP  # type: ignore[attr-defined]
+    assert got["driver.target"].severity is SKIP

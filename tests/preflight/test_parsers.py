@@ -13,7 +13,7 @@ from preflight.fakehost import FIXTURES, Fixture
 def rec(host: str, key: str) -> str:
     fx = Fixture.load(host)
     meta = fx.meta["probes"][key]
-    return (FIXTURES / host / meta["file"]).read_text() if "file" in meta else meta["stdout"]
+    return (FIXTURES / host / meta["file"]).read_text() if "file" in meta else str(meta["stdout"])
 
 
 def hostfile(host: str, path: str) -> str:
@@ -148,6 +148,28 @@ def test_versions_of_tools() -> None:
     assert p.getenforce("") is None
 
 
+def test_systemctl_show() -> None:
+    units = p.systemctl_show(rec("el9-h200-fm-mismatch", "systemctl"))
+    assert units == {
+        "nvidia-cdi-refresh.path": ("inactive", "not-found"),
+        "nvidia-fabricmanager": ("failed", "enabled"),
+        "nvidia-persistenced": ("active", "enabled"),
+    }
+    reordered = "UnitFileState=disabled\nActiveState=inactive\nId=nvidia-persistenced.service\n"
+    assert p.systemctl_show(reordered) == {"nvidia-persistenced": ("inactive", "disabled")}
+    assert p.systemctl_show("") == {}
+
+
+def test_ls_several_directories() -> None:
+    text = "/etc/cdi:\nnvidia.yaml\n\n/etc/modprobe.d:\nblacklist-nouveau.conf\nlockd.conf\n"
+    dirs = ["/etc/modprobe.d", "/etc/cdi", "/var/run/cdi"]
+    assert p.ls_dirs(text, dirs) == {
+        "/etc/cdi": ["nvidia.yaml"],
+        "/etc/modprobe.d": ["blacklist-nouveau.conf", "lockd.conf"],
+    }
+    assert p.ls_dirs("weird:\nx\n", dirs) == {}
+
+
 def test_lsmod_and_nouveau_blacklist() -> None:
     mods = p.lsmod(rec("el9-h100", "lsmod"))
     assert {"nvidia", "nvidia_uvm", "nvidia_drm"} <= mods and "Module" not in mods
@@ -181,7 +203,7 @@ def test_rpm_and_kmods() -> None:
         p.rpm_q(
             "kmod-nvidia-535.54.03-5.14.0-284.18.1 535.54.03-1.el9_2.x86_64\n"
             "kmod-nvidia-open-dkms 570.124.06-1.el9.noarch\n"
-        )  # fmt: skip
+        )
     )
     assert kmods == [("kmod-nvidia-535.54.03-5.14.0-284.18.1", "535.54.03", "5.14.0-284.18.1")]
     assert p.kmod_covers("5.14.0-284.18.1", "5.14.0-284.18.1.el9_2.x86_64")
@@ -192,7 +214,9 @@ def test_grubby_df() -> None:
     assert p.grubby_default("/boot/vmlinuz-5.14.0-503.35.1.el9_5.x86_64\n") == (
         "5.14.0-503.35.1.el9_5.x86_64")  # fmt: skip
     assert p.grubby_default("") is None
-    free = p.df_p("/boot", rec("el9-l40s-no-kernel-devel", "df -P -k /boot"))
+    text = rec("el9-l40s-no-kernel-devel", "df -P -k /boot /usr/src /var/lib/dkms")
+    header, boot, *_ = text.splitlines()
+    free = p.df_p("/boot", f"{header}\n{boot}\n")
     assert free == p.DiskFree("/boot", "/boot", 184320)
     assert p.df_p("/x", "df: /x: No such file or directory\n") is None
 
@@ -210,8 +234,8 @@ def test_cdi_spec_versions_paths_devices() -> None:
         "/etc/cdi/nvidia.yaml", hostfile("el9-b200-stale-cdi", "/etc/cdi/nvidia.yaml")
     )
     assert isinstance(stale, p.CdiSpec) and stale.driver_version == "570.86.15"
-    as_json = p.cdi_spec("/etc/cdi/x.json", json.dumps({"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu",
-                                                        "devices": [{"name": "all"}]}))  # fmt: skip
+    doc = {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": [{"name": "all"}]}
+    as_json = p.cdi_spec("/etc/cdi/x.json", json.dumps(doc))
     assert isinstance(as_json, p.CdiSpec) and as_json.driver_version is None
     assert "does not parse" in str(p.cdi_spec("/etc/cdi/bad.yaml", "kind: [unclosed\n"))
     assert "not a CDI spec" in str(p.cdi_spec("/etc/cdi/bad.yaml", "- 1\n- 2\n"))
