@@ -40,6 +40,12 @@ def _jobs(text: str) -> int:
     return int(text)
 
 
+def _seconds(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 600:
+        raise argparse.ArgumentTypeError(f"not a timeout: {text!r} (expected 1 to 600 seconds)")
+    return int(text)
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "preflight",
@@ -90,7 +96,7 @@ def register(sub: Any) -> None:
         action="store_true",
         help="skip the image impact (matrix, lock and local images)",
     )
-    p.add_argument("--timeout", type=_jobs, default=20, help="seconds per probe (default 20)")
+    p.add_argument("--timeout", type=_seconds, default=20, help="seconds per probe (default 20)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the report")
     p.add_argument("--wide", action="store_true", help="do not shorten findings in the report")
     p.set_defaults(func=run)

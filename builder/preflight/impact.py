@@ -162,7 +162,11 @@ def judge(
                     )
                     break
                 status = FWD
-                soft.append(f"runs only through forward compatibility (cuda-compat, window {term})")
+                brand = next((c.value for c in term.conditions if c.key == "brand"), "any")
+                soft.append(
+                    f"forward compatibility only: cuda-compat, admitted by the brand={brand} "
+                    f"window for R{branch} (not by {req.terms[0]})"
+                )
                 if gpu is not None and gpu.datacenter is None:
                     notes.append(
                         f"could not confirm {gpu.name} is data center class "
