@@ -55,11 +55,11 @@ def containers(
             cname = f"trainimg-pf-{name}-{os.getpid()}"
             staging = tmp_path_factory.mktemp(name) / "fakehost"
             materialize(fixture_for(name), staging)
+            started[name] = cname  # before `run`: a half-created container is removed too
             local_podman.podman(
                 "run", "-d", "--name", cname, "--network", "none",
                 "--env", f"PATH={container_path()}", offline_base, "sleep", "infinity",
             )  # fmt: skip
-            started[name] = cname
             local_podman.podman("cp", f"{staging}/.", f"{cname}:/opt/fakehost")
             local_podman.podman("exec", cname, "/bin/sh", "/opt/fakehost/setup.sh")
         yield started
