@@ -8,6 +8,7 @@ does not know, a surprise inside preflight) becomes that host's `host.reach` fin
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -121,6 +122,8 @@ def preflight_host(target: Target, ctx: Context, connect_fn: Connect = connect) 
     except HostUnreachable as exc:
         return unreachable(target.name, f"unreachable: {exc}")
     except Exception as exc:  # a bug must not hide the other hosts' reports
+        if os.environ.get("TRAINIMG_DEBUG"):
+            raise
         return unreachable(
             target.name,
             f"preflight failed on this host: {type(exc).__name__}: {exc} (please report it)",

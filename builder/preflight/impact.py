@@ -137,9 +137,15 @@ def judge(
                 if gpu
                 else "this host"
             )
+            cuda_terms = [t for t in req.terms if any(c.key == "cuda" for c in t.conditions)]
+            why = (
+                f"driver {driver} supports CUDA {facts.cuda}, below {cuda_terms[0]}, and no "
+                "brand/driver window admits it"
+                if cuda_terms
+                else f"no term of {text!r} holds"
+            )
             broken.append(
-                f"NVIDIA_REQUIRE unsatisfied on {on}: driver {driver} supports CUDA {facts.cuda}, "
-                f"below {req.terms[0]}, and no brand/driver window admits it "
+                f"NVIDIA_REQUIRE unsatisfied on {on}: {why} "
                 "(the legacy hook refuses it; CDI does not check)"
             )
             if gpu is not None and gpu.datacenter is False:

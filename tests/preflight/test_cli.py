@@ -115,3 +115,28 @@ def test_a_lock_given_but_absent_is_a_note(
     _, out, _ = run_cli(capsys, "--lock", str(tmp_path / "lock.json"), "--json")
     impact = next(c for c in json.loads(out)["hosts"][0]["checks"] if c["id"] == "images.impact")
     assert "cannot read" in impact["finding"]
+
+
+def test_a_surprise_on_one_host_is_that_hosts_finding(monkeypatch: pytest.MonkeyPatch) -> None:
+    from builder.preflight.fleet import run_fleet
+    from builder.preflight.hostio import ReadOnlyHost
+    from builder.preflight.inventory import Target
+    from preflight.conftest import context
+    from preflight.fakehost import FakeHost, Fixture
+
+    def connect(spec: str) -> ReadOnlyHost:
+        if spec == "boom":
+            raise ValueError("a parser met something new")
+        return ReadOnlyHost(FakeHost(Fixture.load("el9-h100")), spec)
+
+    monkeypatch.delenv("TRAINIMG_DEBUG", raising=False)
+    targets = [Target("a", "boom"), Target("b", "fine")]
+    reports = run_fleet(targets, context([]), jobs=2, connect_fn=connect)
+    assert [r.host for r in reports] == ["a", "b"]
+    assert not reports[0].reachable and "ValueError: a parser met something new" in (
+        reports[0].checks[0].finding
+    )
+    assert reports[1].reachable and len(reports[1].checks) > 10
+    monkeypatch.setenv("TRAINIMG_DEBUG", "1")
+    with pytest.raises(ValueError):
+        run_fleet(targets[:1], context([]), jobs=1, connect_fn=connect)

@@ -91,7 +91,8 @@ def test_open_module_rule_for_blackwell() -> None:
 
 def test_every_requirement_must_hold_and_a_bad_one_breaks() -> None:
     two = image(requirements=("cuda>=12.8", "arch>=10.0"))
-    assert judge(two, d("570.124.06"), "open", [gpu("h100")]).status == "broken"
+    hopper = judge(two, d("570.124.06"), "open", [gpu("h100")])
+    assert hopper.status == "broken" and "no term of 'arch>=10.0' holds" in hopper.reasons[0]
     assert judge(two, d("570.124.06"), "open", [gpu("b200")]).status == "ok"
     bad = judge(image(requirements=("cuda>=twelve",)), d("570.124.06"), "open", [gpu("h100")])
     assert bad.status == "broken" and "unparsable requirement" in bad.reasons[0]
