@@ -67,13 +67,13 @@ def catalogue_gpu(name: str, cc: tuple[int, int] | None) -> gpu_rules.Gpu | None
     """The catalogue entry whose name is a whole-word part of nvidia-smi's name (longest wins),
     with the same compute capability when nvidia-smi reports one."""
     norm = name.lower().replace("nvidia ", "")
-    best: gpu_rules.Gpu | None = None
+    best: tuple[int, gpu_rules.Gpu] | None = None
     for g in gpu_rules.GPUS.values():
         key = g.name.lower().replace("nvidia ", "")
         named = re.search(rf"(?<![\w-]){re.escape(key)}(?![\w-])", norm) is not None
-        if named and (cc is None or g.cc == cc) and (best is None or len(key) > len(best.name)):
-            best = g
-    return best
+        if named and (cc is None or g.cc == cc) and (best is None or len(key) > best[0]):
+            best = (len(key), g)
+    return best[1] if best else None
 
 
 @dataclass
@@ -102,7 +102,7 @@ class HostState:
     blacklist: parsers.Blacklist = field(
         default_factory=lambda: parsers.Blacklist(False, False, ())
     )
-    units: dict[str, tuple[str, str]] = field(default_factory=dict)  # (is-active, is-enabled)
+    units: dict[str, tuple[str, str]] = field(default_factory=dict)  # (active, unit file state)
     fm_version: str | None = None
     ctk_version: str | None = None
     cdi_specs: list[parsers.CdiSpec] = field(default_factory=list)

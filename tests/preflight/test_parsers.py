@@ -250,3 +250,23 @@ def test_podman_images_and_inspect() -> None:
     assert nvidia.env["NVIDIA_REQUIRE_CUDA"].startswith("cuda>=12.8 brand=unknown,driver>=470")
     assert images[0].labels["io.trainimg.cuda.arch-list"].split()[-1] == "sm_120"
     assert p.podman_images("not json") == [] and p.podman_inspect("{}") == []
+
+
+@pytest.mark.parametrize(
+    ("name", "cc", "key"),
+    [
+        ("NVIDIA H100 80GB HBM3", (9, 0), "h100"),
+        ("NVIDIA GH200 480GB", (9, 0), "gh200"),  # not "h200" inside "gh200"
+        ("NVIDIA H200 NVL", (9, 0), "h200"),
+        ("NVIDIA GeForce RTX 4090", (8, 9), "rtx4090"),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", (12, 0), "rtx-pro-6000"),
+        ("NVIDIA B200", None, "b200"),  # from lspci: no compute capability to compare
+        ("NVIDIA H100 PCIe", (8, 0), None),  # a name that disagrees with its CC is no match
+        ("NVIDIA A10", (8, 6), None),
+    ],
+)
+def test_catalogue_match(name: str, cc: tuple[int, int] | None, key: str | None) -> None:
+    from builder.preflight.gather import catalogue_gpu
+
+    found = catalogue_gpu(name, cc)
+    assert (found.key if found else None) == key
