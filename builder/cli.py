@@ -10,10 +10,10 @@ import sys
 from collections.abc import Sequence
 
 from builder import __version__
-from builder.commands import base_cmd, matrix_cmd, render_cmd
+from builder.commands import base_cmd, matrix_cmd, preflight_cmd, render_cmd
 from builder.errors import TrainimgError
 
-COMMANDS = (matrix_cmd, render_cmd, base_cmd)
+COMMANDS = (matrix_cmd, render_cmd, base_cmd, preflight_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:
