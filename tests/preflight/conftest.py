@@ -17,7 +17,7 @@ from builder.preflight.model import Check
 from builder.preflight.report import HostReport
 from builder.rules.driver_version import DriverVersion
 from builder.workspace import open_workspace
-from preflight.fakehost import FakeHost, Fixture
+from tests.preflight.fakehost import FakeHost, Fixture
 
 REPO = Path(__file__).resolve().parents[2]
 TODAY = dt.date(2026, 11, 29)  # the day the fixtures were judged; EOL checks depend on it

@@ -11,8 +11,8 @@ import pytest
 from builder.preflight import allowlist
 from builder.preflight.gather import gather
 from builder.preflight.hostio import HostUnreachable, ReadOnlyHost
-from preflight.conftest import RunFixture
-from preflight.fakehost import HOSTS
+from tests.preflight.conftest import RunFixture
+from tests.preflight.fakehost import HOSTS
 
 # The programs preflight may start, each of which only reads in the shapes allowed. A new
 # program must be added here on purpose, with a reason in allowlist.ALLOWED.

@@ -13,8 +13,8 @@ from builder.preflight.hostio import ReadOnlyHost
 from builder.preflight.model import BLOCK, OK, SKIP, WARN, Check
 from builder.preflight.report import exit_code
 from builder.rules.driver_version import DriverVersion
-from preflight.conftest import TODAY, RunFixture, check, severities
-from preflight.fakehost import HOSTS, FakeHost, Fixture
+from tests.preflight.conftest import TODAY, RunFixture, check, severities
+from tests.preflight.fakehost import HOSTS, FakeHost, Fixture
 
 
 @pytest.mark.parametrize("name", HOSTS)

@@ -12,7 +12,7 @@ import pytest
 
 from builder.cli import main
 from builder.preflight.checks import CHECK_IDS
-from preflight.conftest import REPO
+from tests.preflight.conftest import REPO
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -121,8 +121,8 @@ def test_a_surprise_on_one_host_is_that_hosts_finding(monkeypatch: pytest.Monkey
     from builder.preflight.fleet import run_fleet
     from builder.preflight.hostio import ReadOnlyHost
     from builder.preflight.inventory import Target
-    from preflight.conftest import context
-    from preflight.fakehost import FakeHost, Fixture
+    from tests.preflight.conftest import context
+    from tests.preflight.fakehost import FakeHost, Fixture
 
     def connect(spec: str) -> ReadOnlyHost:
         if spec == "boom":

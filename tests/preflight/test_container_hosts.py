@@ -26,9 +26,9 @@ import pytest
 from builder.cli import main
 from builder.engines.local_podman import LocalPodman
 from builder.preflight import allowlist
-from preflight.conftest import REPO
-from preflight.fakehost import HOSTS, Fixture, container_path, materialize
-from preflight.test_allowlist import READ_ONLY_PROGRAMS
+from tests.preflight.conftest import REPO
+from tests.preflight.fakehost import HOSTS, Fixture, container_path, materialize
+from tests.preflight.test_allowlist import READ_ONLY_PROGRAMS
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

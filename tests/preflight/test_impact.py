@@ -15,7 +15,7 @@ from builder.preflight.parsers import LocalImage, podman_inspect
 from builder.rules import gpus as gpu_rules
 from builder.rules import host as host_rules
 from builder.rules.driver_version import DriverVersion
-from preflight.fakehost import FIXTURES
+from tests.preflight.fakehost import FIXTURES
 
 NVIDIA = (FIXTURES / "nvidia_require_cuda.yaml").read_text()
 CU128_ARCHES = ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")

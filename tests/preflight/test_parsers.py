@@ -7,7 +7,7 @@ import json
 import pytest
 
 from builder.preflight import parsers as p
-from preflight.fakehost import FIXTURES, Fixture
+from tests.preflight.fakehost import FIXTURES, Fixture
 
 
 def rec(host: str, key: str) -> str:
