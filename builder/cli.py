@@ -6,6 +6,7 @@ It holds no logic of its own: every command is a function in builder.commands.*.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -38,6 +39,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("trainimg: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`trainimg ... | head`): not an error of ours; silence the
+        # interpreter's final flush of stdout, as the Python docs advise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     return code
 
 
