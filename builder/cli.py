@@ -6,14 +6,22 @@ It holds no logic of its own: every command is a function in builder.commands.*.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
 from builder import __version__
-from builder.commands import arches_cmd, base_cmd, matrix_cmd, render_cmd, verify_cmd
+from builder.commands import (
+    arches_cmd,
+    base_cmd,
+    matrix_cmd,
+    preflight_cmd,
+    render_cmd,
+    verify_cmd,
+)
 from builder.errors import TrainimgError
 
-COMMANDS = (matrix_cmd, render_cmd, base_cmd, arches_cmd, verify_cmd)
+COMMANDS = (matrix_cmd, render_cmd, base_cmd, preflight_cmd, arches_cmd, verify_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,6 +46,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("trainimg: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`trainimg ... | head`): not an error of ours; silence the
+        # interpreter's final flush of stdout, as the Python docs advise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     return code
 
 

@@ -19,7 +19,9 @@ from builder.rules import cuda as cuda_rules
 
 KEYS = ("cuda", "driver", "arch", "brand")
 OPERATORS = ("<=", ">=", "!=", "=", "<", ">")
-_CONDITION = re.compile(r"^(?P<key>[a-z]+)(?P<op><=|>=|!=|=|<|>)(?P<value>[A-Za-z0-9._-]+)$")
+_CONDITION = re.compile(r"^(?P<key>[A-Za-z]+)(?P<op><=|>=|!=|=|<|>)(?P<value>[A-Za-z0-9._-]+)$")
+_DOTTED = re.compile(r"[0-9.]+")  # dsl_compare_version accepts digits and dots only
+_ORDERING = ("<", "<=", ">", ">=")
 
 
 class RequirementSyntaxError(ValueError):
@@ -57,17 +59,31 @@ def parse(text: str) -> Requirement:
     for raw_term in text.split():
         conditions: list[Condition] = []
         for raw in raw_term.split(","):
+            if not raw:  # libnvidia-container skips empty conditions ("a,,b", "a,")
+                continue
             m = _CONDITION.match(raw)
             if m is None:
                 raise RequirementSyntaxError(
                     f"unparsable condition {raw!r} in {text!r}: expected KEY OP VALUE with KEY "
                     f"one of {', '.join(KEYS)} and OP one of {' '.join(OPERATORS)}"
                 )
-            if m["key"] not in KEYS:
+            key = m["key"].lower()  # rule names match without case, like brands
+            if key not in KEYS:
                 raise RequirementSyntaxError(
                     f"unknown key {m['key']!r} in {raw!r}: valid keys are {', '.join(KEYS)}"
                 )
-            conditions.append(Condition(m["key"], m["op"], m["value"]))
+            # What libnvidia-container rejects as "invalid expression" when it evaluates it.
+            if key != "brand" and not _DOTTED.fullmatch(m["value"]):
+                raise RequirementSyntaxError(
+                    f"{raw!r}: a {key} version takes digits and dots only (libnvidia-container "
+                    "fails the container with 'invalid expression')"
+                )
+            if key == "brand" and m["op"] in _ORDERING:
+                raise RequirementSyntaxError(
+                    f"{raw!r}: brands compare with = or != only (libnvidia-container fails the "
+                    "container with 'invalid expression')"
+                )
+            conditions.append(Condition(key, m["op"], m["value"]))
         terms.append(Term(tuple(conditions)))
     if not terms:
         raise RequirementSyntaxError("empty requirement")
@@ -89,7 +105,7 @@ class Gpu:
     """One visible device as libnvidia-container sees it."""
 
     arch: str  # compute capability, "9.0"
-    brand: str  # NVML brand, e.g. "nvidia", "geforce"
+    brand: str  # the brand string libnvidia-container reports ("geforce", "unknown" for NVIDIA)
 
 
 @dataclass(frozen=True)
@@ -112,9 +128,13 @@ class Verdict:
 
     @property
     def forward_compat_only(self) -> bool:
-        """Satisfied, but only through brand/driver windows (not a cuda>= term)."""
+        """Satisfied, but only through brand/driver windows (not a cuda>= term): some device
+        was admitted by a term that pins a driver range and says nothing about CUDA."""
         return self.satisfied and any(
-            t is not None and all(c.key != "cuda" for c in t.conditions) for t in self.matched
+            t is not None
+            and all(c.key != "cuda" for c in t.conditions)
+            and any(c.key == "driver" for c in t.conditions)
+            for t in self.matched
         )
 
 

@@ -1,0 +1,152 @@
+"""`trainimg preflight`: read-only host checks before an NVIDIA driver change, plus the impact of
+the target driver on every image (matrix cells, build records, local images).
+
+Exit codes: 0 all ok, 1 something blocks, 3 warnings only, 2 bad input (docs/preflight.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from builder.commands.common import shared_options
+from builder.errors import TrainimgError
+from builder.preflight import images as img
+from builder.preflight.checks import Plan
+from builder.preflight.fleet import Context, run_fleet
+from builder.preflight.hostio import connect
+from builder.preflight.inventory import Target, targets
+from builder.preflight.report import as_json, exit_code, render
+from builder.rules.driver_version import DriverVersion
+from builder.workspace import open_workspace
+
+LOCK = Path("images") / "lock.json"
+
+
+def _driver(text: str) -> DriverVersion:
+    try:
+        return DriverVersion(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _jobs(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"not a job count: {text!r} (expected 1 or more)")
+    return int(text)
+
+
+def _seconds(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 600:
+        raise argparse.ArgumentTypeError(f"not a timeout: {text!r} (expected 1 to 600 seconds)")
+    return int(text)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "preflight",
+        parents=[shared_options()],
+        help="read-only host checks before an NVIDIA driver upgrade, and its impact on every image",
+        description=(
+            "Inspect GPU hosts before a driver change, without changing them: OS and kernels, "
+            "kernel-devel and DKMS, the driver and its kernel module, GPUs, Secure Boot, nouveau, "
+            "persistenced, fabric manager, the container toolkit and CDI spec, podman, SELinux, "
+            "GPU processes and free disk. With --target-driver, judge every image (matrix cells, "
+            "images/lock.json, the host's podman images) on the current and the target driver. "
+            "Exit 0: all ok; 1: something blocks; 3: warnings only; 2: bad input."
+        ),
+    )
+    p.add_argument(
+        "--hosts",
+        default=None,
+        help="comma-separated testinfra host specs (local://, ssh://user@host, "
+        "podman://NAME ...); default: local://",
+    )
+    p.add_argument(
+        "--inventory",
+        default=None,
+        help="an ansible inventory (INI, YAML, or the JSON of `ansible-inventory --list`)",
+    )
+    p.add_argument("--limit", default=None, help="with --inventory: groups or hosts to check")
+    p.add_argument("--jobs", type=_jobs, default=4, help="hosts checked in parallel (default 4)")
+    p.add_argument(
+        "--target-driver",
+        type=_driver,
+        default=None,
+        metavar="VERSION",
+        help="the driver to judge, e.g. 570.124.06",
+    )
+    p.add_argument(
+        "--target-module",
+        choices=("open", "proprietary"),
+        default=None,
+        help="the kernel-module flavour the upgrade installs (default: as now)",
+    )
+    p.add_argument(
+        "--lock",
+        default=None,
+        help=f"build records to judge (default: {LOCK} beside the matrix, if present)",
+    )
+    p.add_argument(
+        "--no-images",
+        action="store_true",
+        help="skip the image impact (matrix, lock and local images)",
+    )
+    p.add_argument("--timeout", type=_seconds, default=20, help="seconds per probe (default 20)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the report")
+    p.add_argument("--wide", action="store_true", help="do not shorten findings in the report")
+    p.set_defaults(func=run)
+
+
+def _targets(args: argparse.Namespace) -> list[Target]:
+    out: list[Target] = []
+    if args.inventory:
+        out += targets(args.inventory, args.limit)
+    elif args.limit:
+        raise TrainimgError("--limit needs --inventory")
+    if args.hosts:
+        out += [Target(s.strip(), s.strip()) for s in args.hosts.split(",") if s.strip()]
+    if not args.inventory and not args.hosts:
+        out.append(Target("local", "local://"))
+    if not out:
+        raise TrainimgError("no host to check: --hosts is empty")
+    return out
+
+
+def _images(args: argparse.Namespace) -> tuple[list[img.ImageRecord], list[str]]:
+    notes: list[str] = []
+    matrix: list[img.ImageRecord] = []
+    root = Path(args.matrix).resolve().parent
+    if Path(args.matrix).is_file():
+        try:
+            ws = open_workspace(args.matrix, args.today, strict=False)
+            matrix = img.from_workspace(ws)
+        except TrainimgError as exc:
+            notes.append(f"matrix not judged: {exc}")
+    else:
+        notes.append(f"no matrix at {args.matrix}: matrix cells not judged")
+    lock_path = Path(args.lock) if args.lock else root / LOCK
+    lock: list[img.ImageRecord] = []
+    if args.lock or lock_path.is_file():
+        lock, lock_notes = img.from_lock(lock_path)
+        notes += lock_notes
+    return img.merge(matrix, lock), notes
+
+
+def run(args: argparse.Namespace) -> int:
+    hosts = _targets(args)
+    records, notes = ([], []) if args.no_images else _images(args)
+    plan = Plan(args.target_driver, args.target_module)
+    ctx = Context(plan, args.today or dt.date.today(), records, notes, not args.no_images)
+    reports = run_fleet(hosts, ctx, args.jobs, lambda spec: connect(spec, args.timeout))
+    target = str(args.target_driver) if args.target_driver else None
+    if args.json:
+        json.dump(as_json(reports, target), sys.stdout, indent=2)
+        print()
+    else:
+        print(render(reports, target, wide=args.wide))
+    return exit_code(reports)

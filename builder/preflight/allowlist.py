@@ -1,0 +1,198 @@
+"""The read-only command allow-list: the only commands preflight may run on a host.
+
+Preflight must never change a host it inspects: no writes, no installs, no module loads, no
+service changes. Every probe is an argv checked here against an exact shape (program, fixed
+arguments, bounded trailing arguments) before it is rendered to a shell line; anything else
+raises NotAllowed and never reaches the host. Each shape says why it only reads.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from builder.rules import host as host_rules
+
+Arg = str | re.Pattern[str] | frozenset[str]
+
+# Every probe runs as `LC_ALL=C timeout -k 5 <secs> <argv>`: C locale for stable output, and a
+# hard limit because nvidia-smi can hang on a GPU that fell off the bus.
+TIMEOUT_S = 20
+_PREFIX = ("LC_ALL=C", "timeout", "-k", "5")
+
+
+class NotAllowed(PermissionError):
+    """A command outside the allow-list; the message quotes it."""
+
+
+def _path(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+# Files preflight reads with `cat`. Anything else (keys, shadow files, home directories) is
+# refused even though `cat` itself only reads.
+READABLE: tuple[re.Pattern[str], ...] = (
+    _path(r"/etc/os-release"),
+    _path(r"/proc/driver/nvidia/version"),
+    _path(r"/sys/module/nvidia/version"),
+    _path(r"/proc/cmdline"),
+    _path(r"/(etc|usr/lib|run)/modprobe\.d/[A-Za-z0-9_.@+-]+\.conf"),
+    _path(r"/(etc|var/run)/cdi/[A-Za-z0-9_.@+-]+\.(yaml|yml|json)"),
+)
+LISTABLE = frozenset({*host_rules.MODPROBE_DIRS, *host_rules.CDI_SPEC_DIRS})
+# Paths whose existence `ls -1d` reports (CDI spec entries, the DKMS key): absolute, no `..`.
+_EXISTS = re.compile(r"/[A-Za-z0-9_.@+:,=/-]*")
+RPM_QF = "%{NAME} %{VERSION}-%{RELEASE}.%{ARCH}\\n"
+RPM_PACKAGES = frozenset(
+    {
+        "kernel-core",
+        "kernel-devel",
+        "kernel-headers",
+        "dkms",
+        host_rules.FABRICMANAGER_PACKAGE,
+        "nvidia-container-toolkit",
+        "nvidia-driver",
+        "podman",
+    }
+)
+RPM_KMOD_GLOB = "kmod-nvidia*"
+SMI_GPU_FIELDS = "index,uuid,name,compute_cap,driver_version,pci.bus_id,persistence_mode"
+SMI_APP_FIELDS = "pid,process_name,used_memory,gpu_uuid"
+UNITS = frozenset(
+    {host_rules.PERSISTENCED_UNIT, host_rules.FABRICMANAGER_UNIT, host_rules.CDI_REFRESH_UNIT}
+)
+SYSTEMD_PROPERTIES = "Id,LoadState,ActiveState,UnitFileState"
+_IMAGE_ID = re.compile(r"[0-9a-f]{12,64}")
+
+
+@dataclass(frozen=True)
+class Shape:
+    program: str
+    args: tuple[Arg, ...] = ()
+    tail: Arg | None = None  # the kind of each trailing argument
+    tail_min: int = 0
+    tail_max: int = 0
+    why: str = ""
+
+    def matches(self, argv: Sequence[str]) -> bool:
+        if not argv or argv[0] != self.program:
+            return False
+        rest = list(argv[1:])
+        if len(rest) < len(self.args):
+            return False
+        if not all(_arg_ok(a, v) for a, v in zip(self.args, rest, strict=False)):
+            return False
+        tail = rest[len(self.args) :]
+        if not self.tail_min <= len(tail) <= self.tail_max:
+            return False
+        kind = self.tail
+        return not tail or (kind is not None and all(_arg_ok(kind, v) for v in tail))
+
+
+def _arg_ok(kind: Arg, value: str) -> bool:
+    if isinstance(kind, str):
+        return value == kind
+    if isinstance(kind, frozenset):
+        return value in kind
+    # a pattern: never a path that climbs out of where it points (`/etc/cdi/../shadow`)
+    return ".." not in value.split("/") and kind.fullmatch(value) is not None
+
+
+_READABLE = re.compile("|".join(f"(?:{p.pattern})" for p in READABLE))
+
+ALLOWED: tuple[Shape, ...] = (
+    Shape("cat", (_READABLE,), why="prints one of a fixed set of files"),
+    Shape(
+        "ls", ("-1", "--"), frozenset(LISTABLE), 1, len(LISTABLE), why="lists config directories"
+    ),
+    Shape("ls", ("-1d", "--"), _EXISTS, 1, 200, why="reports which paths exist"),
+    Shape("uname", ("-r",), why="prints the running kernel"),
+    Shape("grubby", ("--default-kernel",), why="prints the kernel the next boot uses"),
+    Shape(
+        "rpm",
+        ("-q", "--qf", RPM_QF),
+        RPM_PACKAGES,
+        1,
+        len(RPM_PACKAGES),
+        why="queries the package database",
+    ),
+    Shape("rpm", ("-qa", "--qf", RPM_QF, RPM_KMOD_GLOB), why="queries the package database"),
+    Shape("dkms", ("status",), why="prints the DKMS tree's state"),
+    Shape("mokutil", ("--sb-state",), why="prints the Secure Boot state"),
+    Shape(
+        "mokutil",
+        ("--test-key", host_rules.DKMS_MOK_CERT),
+        why="says whether a key is enrolled (reads MokListRT)",
+    ),
+    Shape("mokutil", ("--list-enrolled",), why="prints the enrolled keys"),
+    Shape(
+        "nvidia-smi", (f"--query-gpu={SMI_GPU_FIELDS}", "--format=csv,noheader"), why="NVML query"
+    ),
+    Shape(
+        "nvidia-smi",
+        (f"--query-compute-apps={SMI_APP_FIELDS}", "--format=csv,noheader"),
+        why="NVML query",
+    ),
+    Shape("nvidia-smi", ("-q",), why="NVML query"),
+    Shape("nvidia-ctk", ("--version",), why="prints a version"),
+    Shape("nv-fabricmanager", ("--version",), why="prints a version"),
+    Shape("lsmod", why="prints /proc/modules"),
+    Shape(
+        "modinfo",
+        ("-F", frozenset({"license", "version"}), "nvidia"),
+        why="reads a module file's metadata (loads nothing)",
+    ),
+    Shape(
+        "systemctl",
+        ("show", f"--property={SYSTEMD_PROPERTIES}"),
+        UNITS,
+        1,
+        len(UNITS),
+        why="prints units' properties",
+    ),
+    Shape("podman", ("--version",), why="prints a version"),
+    Shape("podman", ("images", "--format", "json"), why="lists local images"),
+    Shape("podman", ("image", "inspect"), _IMAGE_ID, 1, 100, why="prints image metadata"),
+    Shape("getenforce", why="prints the SELinux mode"),
+    Shape("lspci", ("-nn", "-d", "10de:"), why="lists NVIDIA PCI devices (no driver needed)"),
+    Shape(
+        "df",
+        ("-P", "-k"),
+        frozenset(host_rules.FREE_MB),
+        1,
+        len(host_rules.FREE_MB),
+        why="prints free space",
+    ),
+)
+
+PROGRAMS = frozenset(s.program for s in ALLOWED)
+
+
+def permitted(argv: Sequence[str]) -> bool:
+    return any(shape.matches(argv) for shape in ALLOWED)
+
+
+def check(argv: Sequence[str]) -> tuple[str, ...]:
+    """The argv itself when the allow-list permits it; NotAllowed otherwise."""
+    args = tuple(argv)
+    if not permitted(args):
+        raise NotAllowed(
+            f"preflight may not run {shlex.join(args)!r}: not on the read-only allow-list"
+        )
+    return args
+
+
+def render(argv: Sequence[str], timeout: int = TIMEOUT_S) -> str:
+    """The shell line for an allowed argv: every argument quoted, under a C locale and a timeout."""
+    args = check(argv)
+    return shlex.join((*_PREFIX, str(timeout), *args)).replace("'LC_ALL=C'", "LC_ALL=C")
+
+
+def unrender(line: str) -> tuple[str, ...]:
+    """The argv inside a line `render` made (for the tests that audit what reached a host)."""
+    words = shlex.split(line)
+    if tuple(words[: len(_PREFIX)]) != _PREFIX or len(words) < len(_PREFIX) + 2:
+        raise NotAllowed(f"not a preflight command line: {line!r}")
+    return tuple(words[len(_PREFIX) + 1 :])

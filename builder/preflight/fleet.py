@@ -1,0 +1,141 @@
+"""Run preflight on one host or a fleet, in parallel; one bad host never stops the others.
+
+`preflight_host` reads one host and judges it; `run_fleet` does that for every target on a
+thread pool (`--jobs`). Anything that goes wrong with one host (unreachable, a spec testinfra
+does not know, a surprise inside preflight) becomes that host's `host.reach` finding.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from builder.preflight import images as img
+from builder.preflight.checks import Plan, run_checks
+from builder.preflight.gather import HostState, gather
+from builder.preflight.hostio import HostUnreachable, ReadOnlyHost, connect
+from builder.preflight.impact import impact, impact_check
+from builder.preflight.inventory import Target
+from builder.preflight.model import BLOCK, OK, Check
+from builder.preflight.report import HostReport
+from builder.rules.driver_version import DriverVersion
+
+Connect = Callable[[str], ReadOnlyHost]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every host is judged against: the plan, the day, and the images not on the host."""
+
+    plan: Plan
+    today: dt.date
+    images: list[img.ImageRecord] = field(default_factory=list)
+    image_notes: list[str] = field(default_factory=list)
+    local_images: bool = True
+
+
+def facts(state: HostState) -> dict[str, Any]:
+    gpus = ", ".join(
+        dict.fromkeys(
+            f"{sum(1 for h in state.gpus if h.name == g.name)}x {g.name}" for g in state.gpus
+        )
+    )
+    return {
+        "os": state.os.pretty_name if state.os else None,
+        "kernel": state.kernel,
+        "default_kernel": state.default_kernel,
+        "driver": state.driver,
+        "kernel_module": state.flavour,
+        "gpus": gpus or "no GPU",
+        "gpu_list": [
+            {
+                "index": g.index,
+                "name": g.name,
+                "uuid": g.uuid,
+                "compute_cap": g.cc_text,
+                "brand": g.product_brand,
+                "libnvidia_container_brand": g.libnvc_brand,
+                "catalogue": g.catalogue.key if g.catalogue else None,
+            }
+            for g in state.gpus
+        ],
+        "probes": {k: {"command": o.command, "rc": o.rc} for k, o in state.outputs.items()},
+    }
+
+
+def judge_state(state: HostState, ctx: Context) -> HostReport:
+    checks = run_checks(state, ctx.plan, ctx.today)
+    records = list(ctx.images)
+    notes = list(ctx.image_notes)
+    if ctx.local_images:
+        local, skipped = img.from_local(state.images)
+        records += local
+        listed = state.out("podman-images")
+        if listed is not None and not listed.ok:
+            notes.append(f"local images not listed: {listed.why()}")
+        elif skipped:
+            notes.append(f"{skipped} local image(s) without a GPU requirement")
+    current = DriverVersion(state.driver) if state.driver and _driver(state.driver) else None
+    rows = impact(
+        records, state.gpus, current, state.flavour, ctx.plan.target, ctx.plan.flavour(state)
+    )
+    checks.append(impact_check(rows, ctx.plan.target, notes))
+    return HostReport(state.name, checks, rows, facts(state))
+
+
+def _driver(text: str) -> bool:
+    try:
+        DriverVersion(text)
+    except ValueError:
+        return False
+    return True
+
+
+def unreachable(name: str, why: str) -> HostReport:
+    return HostReport(
+        name,
+        [
+            Check(
+                "host.reach",
+                BLOCK,
+                why,
+                "check the host spec, the network "
+                "and the credentials; the other hosts were still checked",
+            )
+        ],
+        reachable=False,
+    )
+
+
+def preflight_host(target: Target, ctx: Context, connect_fn: Connect = connect) -> HostReport:
+    if target.spec is None:
+        return unreachable(target.name, target.error or "no connection for this host")
+    try:
+        host = connect_fn(target.spec)
+        state = gather(host, images=ctx.local_images)
+        state.name = target.name
+        report = judge_state(state, ctx)
+    except HostUnreachable as exc:
+        return unreachable(target.name, f"unreachable: {exc}")
+    except Exception as exc:  # a bug must not hide the other hosts' reports
+        if os.environ.get("TRAINIMG_DEBUG"):
+            raise
+        return unreachable(
+            target.name,
+            f"preflight failed on this host: {type(exc).__name__}: {exc} (please report it)",
+        )
+    report.checks.insert(0, Check("host.reach", OK, f"reached through {target.spec}"))
+    return report
+
+
+def run_fleet(
+    targets: list[Target], ctx: Context, jobs: int = 4, connect_fn: Connect = connect
+) -> list[HostReport]:
+    if len(targets) == 1 or jobs <= 1:
+        return [preflight_host(t, ctx, connect_fn) for t in targets]
+    with ThreadPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
+        return list(pool.map(lambda t: preflight_host(t, ctx, connect_fn), targets))

@@ -1,0 +1,344 @@
+"""Read a host: run every probe through the allow-list and parse what comes back into HostState.
+
+Only this module talks to the host (through ReadOnlyHost). Probes that depend on an earlier
+answer (the CDI spec's paths, the images podman lists) are chained here; everything after
+this is pure. A missing command or a failed probe is kept as its Output so a check can say
+exactly what was missing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from builder.preflight import allowlist, parsers
+from builder.preflight.hostio import Output, ReadOnlyHost
+from builder.rules import gpus as gpu_rules
+from builder.rules import host as host_rules
+
+
+@dataclass(frozen=True)
+class HostGpu:
+    index: int
+    uuid: str
+    name: str
+    cc: tuple[int, int] | None
+    bus_id: str
+    persistence: str
+    product_brand: str  # nvidia-smi -q "Product Brand" ("" when unknown)
+    libnvc_brand: str  # what libnvidia-container matches `brand=` against
+    fabric_state: str
+    catalogue: gpu_rules.Gpu | None  # builder.rules.gpus entry, matched by name and CC
+    source: str = "nvml"  # nvml | lspci (NVML saw no device: identified from PCI alone)
+
+    @property
+    def sm(self) -> str:
+        return f"sm_{self.cc[0]}{self.cc[1]}" if self.cc else "sm_?"
+
+    @property
+    def cc_text(self) -> str:
+        return f"{self.cc[0]}.{self.cc[1]}" if self.cc else "?"
+
+    @property
+    def min_branch(self) -> int | None:
+        if self.catalogue is not None:
+            return self.catalogue.min_branch
+        same = gpu_rules.by_cc(self.cc) if self.cc else []
+        return min((g.min_branch for g in same), default=None)
+
+    @property
+    def needs_open_modules(self) -> bool:
+        if self.catalogue is not None:
+            return self.catalogue.needs_open_modules
+        return any(g.needs_open_modules for g in (gpu_rules.by_cc(self.cc) if self.cc else []))
+
+    @property
+    def datacenter(self) -> bool | None:
+        """Eligible for forward compatibility; None when neither the catalogue nor the brand
+        says (a GeForce/TITAN brand is never eligible)."""
+        if self.catalogue is not None:
+            return self.catalogue.datacenter
+        if self.libnvc_brand in ("geforce", "titan"):
+            return False
+        return None
+
+
+def catalogue_gpu(name: str, cc: tuple[int, int] | None) -> gpu_rules.Gpu | None:
+    """The catalogue entry whose name is a whole-word part of nvidia-smi's name (longest wins),
+    with the same compute capability when nvidia-smi reports one."""
+    norm = name.lower().replace("nvidia ", "")
+    best: tuple[int, gpu_rules.Gpu] | None = None
+    for g in gpu_rules.GPUS.values():
+        key = g.name.lower().replace("nvidia ", "")
+        named = re.search(rf"(?<![\w-]){re.escape(key)}(?![\w-])", norm) is not None
+        if named and (cc is None or g.cc == cc) and (best is None or len(key) > best[0]):
+            best = (len(key), g)
+    return best[1] if best else None
+
+
+@dataclass
+class HostState:
+    name: str
+    outputs: dict[str, Output] = field(default_factory=dict)
+    kernel: str | None = None
+    default_kernel: str | None = None
+    os: parsers.OsRelease | None = None
+    rpm: parsers.RpmQuery | None = None  # None: rpm is not there (not an RPM host)
+    kmods: list[tuple[str, str, str]] = field(default_factory=list)
+    module: parsers.KernelModule | None = None  # the loaded kernel module
+    sys_module_version: str | None = None
+    installed_flavour: str | None = None  # modinfo license of the module on disk
+    pci: parsers.PciDevices | None = None  # None: lspci is not there
+    smi_gpus: list[parsers.SmiGpu] = field(default_factory=list)
+    smi_q: parsers.SmiQuery | None = None
+    gpus: list[HostGpu] = field(default_factory=list)
+    apps: list[parsers.GpuProcess] | None = None
+    dkms: parsers.DkmsStatus | None = None
+    secure_boot: str | None = None
+    mok_key_exists: bool | None = None
+    mok_test: str | None = None
+    mok_enrolled: list[str] = field(default_factory=list)
+    lsmod: set[str] | None = None
+    blacklist: parsers.Blacklist = field(
+        default_factory=lambda: parsers.Blacklist(False, False, ())
+    )
+    units: dict[str, tuple[str, str]] = field(default_factory=dict)  # (active, unit file state)
+    fm_version: str | None = None
+    ctk_version: str | None = None
+    cdi_specs: list[parsers.CdiSpec] = field(default_factory=list)
+    cdi_errors: list[str] = field(default_factory=list)
+    cdi_missing: dict[str, list[str]] = field(default_factory=dict)  # spec path -> paths
+    podman_version: str | None = None
+    selinux: str | None = None
+    disk: list[parsers.DiskFree] = field(default_factory=list)
+    images: list[parsers.LocalImage] = field(default_factory=list)
+
+    def out(self, probe: str) -> Output | None:
+        return self.outputs.get(probe)
+
+    @property
+    def driver(self) -> str | None:
+        """The running driver: the loaded module's version, else what NVML reports."""
+        if self.module is not None:
+            return self.module.version
+        return self.smi_gpus[0].driver if self.smi_gpus else None
+
+    @property
+    def flavour(self) -> str | None:
+        """open | proprietary: the loaded module's, else the one installed on disk."""
+        return self.module.flavour if self.module is not None else self.installed_flavour
+
+
+def _listing(host: ReadOnlyHost, state: HostState) -> dict[str, list[str]]:
+    """Every configuration directory preflight reads (modprobe.d, CDI), in one `ls`."""
+    dirs = [*host_rules.MODPROBE_DIRS, *host_rules.CDI_SPEC_DIRS]
+    out = state.outputs["ls"] = host.run("ls", "-1", "--", *dirs)
+    return parsers.ls_dirs(out.stdout, dirs)
+
+
+def _exists(host: ReadOnlyHost, paths: list[str]) -> tuple[set[str], Output]:
+    found: set[str] = set()
+    last = None
+    for i in range(0, len(paths), 200):
+        last = host.run("ls", "-1d", "--", *paths[i : i + 200])
+        found |= parsers.existing_paths(last.stdout)
+    assert last is not None
+    return found, last
+
+
+def gather(host: ReadOnlyHost, *, images: bool = True) -> HostState:
+    """Every probe, in order; raises HostUnreachable when the first one cannot get through."""
+    state = HostState(host.name)
+    o = state.outputs
+    o["uname"] = host.reach()
+    state.kernel = (o["uname"].stdout.strip() or None) if o["uname"].ok else None
+    o["os-release"] = host.read("/etc/os-release")
+    state.os = parsers.os_release(o["os-release"].stdout) if o["os-release"].ok else None
+
+    # packages and kernels
+    o["rpm"] = host.run("rpm", "-q", "--qf", allowlist.RPM_QF, *sorted(allowlist.RPM_PACKAGES))
+    if not o["rpm"].missing:
+        state.rpm = parsers.rpm_q(o["rpm"].stdout)
+        o["rpm-kmods"] = host.run("rpm", "-qa", "--qf", allowlist.RPM_QF, allowlist.RPM_KMOD_GLOB)
+        state.kmods = parsers.precompiled_kmods(parsers.rpm_q(o["rpm-kmods"].stdout))
+    o["grubby"] = host.run("grubby", "--default-kernel")
+    state.default_kernel = parsers.grubby_default(o["grubby"].stdout) if o["grubby"].ok else None
+
+    # the driver: kernel module, NVML
+    o["nvrm"] = host.read("/proc/driver/nvidia/version")
+    state.module = parsers.nvidia_version(o["nvrm"].stdout) if o["nvrm"].ok else None
+    o["sys-module"] = host.read("/sys/module/nvidia/version")
+    sysmod = o["sys-module"]
+    state.sys_module_version = (sysmod.stdout.strip() or None) if sysmod.ok else None
+    o["modinfo"] = host.run("modinfo", "-F", "license", "nvidia")
+    state.installed_flavour = (
+        parsers.module_license(o["modinfo"].stdout) if o["modinfo"].ok else None
+    )
+    o["lspci"] = host.run("lspci", "-nn", "-d", "10de:")
+    state.pci = parsers.lspci_nvidia(o["lspci"].stdout) if o["lspci"].ok else None
+    o["smi"] = host.run(
+        "nvidia-smi", f"--query-gpu={allowlist.SMI_GPU_FIELDS}", "--format=csv,noheader"
+    )
+    if o["smi"].ok:
+        state.smi_gpus = parsers.smi_gpus(o["smi"].stdout)
+        o["smi-q"] = host.run("nvidia-smi", "-q")
+        state.smi_q = parsers.smi_q(o["smi-q"].stdout) if o["smi-q"].ok else None
+        o["smi-apps"] = host.run(
+            "nvidia-smi",
+            f"--query-compute-apps={allowlist.SMI_APP_FIELDS}",
+            "--format=csv,noheader",
+        )
+        state.apps = parsers.smi_apps(o["smi-apps"].stdout) if o["smi-apps"].ok else None
+    state.gpus = _host_gpus(state)
+
+    # DKMS, Secure Boot
+    o["dkms"] = host.run("dkms", "status")
+    state.dkms = parsers.dkms_status(o["dkms"].stdout) if o["dkms"].ok else None
+    o["sb-state"] = host.run("mokutil", "--sb-state")
+    state.secure_boot = parsers.sb_state(o["sb-state"].stdout + o["sb-state"].stderr)
+    if o["sb-state"].missing:
+        state.secure_boot = None
+    if state.secure_boot == "enabled":
+        key, o["mok-key"] = _exists(host, [host_rules.DKMS_MOK_CERT])
+        state.mok_key_exists = host_rules.DKMS_MOK_CERT in key
+        if state.mok_key_exists:
+            o["mok-test"] = host.run("mokutil", "--test-key", host_rules.DKMS_MOK_CERT)
+            state.mok_test = parsers.mok_test_key(o["mok-test"].stdout + o["mok-test"].stderr)
+        o["mok-list"] = host.run("mokutil", "--list-enrolled")
+        state.mok_enrolled = parsers.mok_list_enrolled(o["mok-list"].stdout)
+
+    # nouveau
+    o["lsmod"] = host.run("lsmod")
+    state.lsmod = parsers.lsmod(o["lsmod"].stdout) if o["lsmod"].ok else None
+    listing = _listing(host, state)
+    confs: dict[str, str] = {}
+    for directory in host_rules.MODPROBE_DIRS:
+        for name in listing.get(directory, []):
+            if name.endswith(".conf") and allowlist.permitted(("cat", f"{directory}/{name}")):
+                out = host.read(f"{directory}/{name}")
+                if out.ok:
+                    confs[f"{directory}/{name}"] = out.stdout
+    o["cmdline"] = host.read("/proc/cmdline")
+    state.blacklist = parsers.nouveau_blacklist(
+        confs, o["cmdline"].stdout if o["cmdline"].ok else ""
+    )
+
+    # services
+    units = sorted(allowlist.UNITS)
+    o["systemctl"] = host.run(
+        "systemctl", "show", f"--property={allowlist.SYSTEMD_PROPERTIES}", *units
+    )
+    if o["systemctl"].ok:
+        state.units = parsers.systemctl_show(o["systemctl"].stdout)
+    o["fabricmanager"] = host.run("nv-fabricmanager", "--version")
+    state.fm_version = parsers.fm_version(o["fabricmanager"].stdout + o["fabricmanager"].stderr)
+
+    # container stack
+    o["nvidia-ctk"] = host.run("nvidia-ctk", "--version")
+    state.ctk_version = parsers.ctk_version(o["nvidia-ctk"].stdout) if o["nvidia-ctk"].ok else None
+    _cdi(host, state, listing)
+    o["podman"] = host.run("podman", "--version")
+    state.podman_version = parsers.podman_version(o["podman"].stdout) if o["podman"].ok else None
+    o["getenforce"] = host.run("getenforce")
+    state.selinux = parsers.getenforce(o["getenforce"].stdout) if o["getenforce"].ok else None
+    state.disk = _disk(host, state)
+    if images and state.podman_version is not None:
+        _images(host, state)
+    return state
+
+
+def _disk(host: ReadOnlyHost, state: HostState) -> list[parsers.DiskFree]:
+    """Free space where a driver upgrade writes: one `df` when every path exists (one line per
+    path, in order), else one per path (df skips a missing one and the order is lost)."""
+    paths = sorted(host_rules.FREE_MB)
+    out = state.outputs["df"] = host.run("df", "-P", "-k", *paths)
+    lines = out.stdout.strip().splitlines()[1:]
+    if out.ok and len(lines) == len(paths):
+        pairs = [(p, "header\n" + line) for p, line in zip(paths, lines, strict=True)]
+    else:
+        pairs = []
+        for p in paths:
+            one = state.outputs[f"df {p}"] = host.run("df", "-P", "-k", p)
+            if one.ok:
+                pairs.append((p, one.stdout))
+    return [d for p, text in pairs if (d := parsers.df_p(p, text)) is not None]
+
+
+def _host_gpus(state: HostState) -> list[HostGpu]:
+    by_bus = {g.bus_id.lower(): g for g in (state.smi_q.gpus if state.smi_q else ())}
+    out = []
+    for g in state.smi_gpus:
+        q = by_bus.get(g.bus_id.lower())
+        brand = q.brand if q else ""
+        cat = catalogue_gpu(g.name, g.compute_cap)
+        libnvc = (
+            host_rules.libnvc_brand(brand)
+            if brand
+            else (host_rules.libnvc_brand(cat.brand) if cat else host_rules.LIBNVC_BRAND_OTHER)
+        )
+        out.append(
+            HostGpu(
+                g.index,
+                g.uuid,
+                g.name,
+                g.compute_cap,
+                g.bus_id,
+                g.persistence,
+                brand,
+                libnvc,
+                q.fabric_state if q else "",
+                cat,
+            )
+        )
+    if out or state.pci is None:
+        return out
+    # NVML lists nothing (no driver, or a module that does not support the board): name the
+    # boards from PCI so the rules can still say what they need (e.g. B200: open modules).
+    for i, line in enumerate(state.pci.gpus):
+        m = re.search(r"\[([^\]]+)\] \[10de:", line)
+        name = f"NVIDIA {m[1]}" if m else line.split(" ", 1)[-1]
+        cat = catalogue_gpu(name, None)
+        brand = host_rules.libnvc_brand(cat.brand) if cat else host_rules.LIBNVC_BRAND_OTHER
+        bus = line.split(" ", 1)[0]
+        out.append(
+            HostGpu(i, "", name, cat.cc if cat else None, bus, "", "", brand, "", cat, "lspci")
+        )
+    return out
+
+
+def _cdi(host: ReadOnlyHost, state: HostState, listing: dict[str, list[str]]) -> None:
+    for directory in host_rules.CDI_SPEC_DIRS:
+        for name in listing.get(directory, []):
+            path = f"{directory}/{name}"
+            if not allowlist.permitted(("cat", path)):
+                continue
+            out = state.outputs[f"cat {path}"] = host.read(path)
+            if not out.ok:
+                state.cdi_errors.append(f"{path}: {out.why()}")
+                continue
+            spec = parsers.cdi_spec(path, out.stdout)
+            if isinstance(spec, str):
+                state.cdi_errors.append(spec)
+            elif spec.kind.startswith(host_rules.CDI_KIND_PREFIX):
+                state.cdi_specs.append(spec)
+    for spec in state.cdi_specs:
+        paths = [p for p in spec.host_paths if allowlist.permitted(("ls", "-1d", "--", p))]
+        if not paths:
+            continue
+        found, state.outputs[f"exists {spec.path}"] = _exists(host, paths)
+        state.cdi_missing[spec.path] = [p for p in paths if p not in found]
+
+
+def _images(host: ReadOnlyHost, state: HostState) -> None:
+    o = state.outputs
+    o["podman-images"] = host.run("podman", "images", "--format", "json")
+    if not o["podman-images"].ok:
+        return
+    ids = [i for i, _ in parsers.podman_images(o["podman-images"].stdout)]
+    ids = [i for i in dict.fromkeys(ids) if allowlist.permitted(("podman", "image", "inspect", i))]
+    for start in range(0, len(ids), 100):
+        out = o[f"podman-inspect {start}"] = host.run(
+            "podman", "image", "inspect", *ids[start : start + 100]
+        )
+        if out.ok:
+            state.images.extend(parsers.podman_inspect(out.stdout))

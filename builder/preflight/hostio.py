@@ -1,0 +1,118 @@
+"""Host access: a pytest-testinfra Host behind the read-only allow-list.
+
+testinfra gives one interface over this machine (`local://`), ssh (`ssh://user@host`,
+`paramiko://`), containers (`podman://NAME`) and ansible; its backends are thin exec wrappers.
+ReadOnlyHost is the only way preflight talks to a host: `run(*argv)` checks the argv against
+`allowlist`, renders it quoted under a timeout, and returns an Output that says plainly whether
+the command was missing, timed out or failed. A transport failure raises HostUnreachable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from builder.preflight import allowlist
+
+# Exit statuses of the first probe (`uname -r`, present on every Linux) that mean the host was
+# not reached: ssh's own failure (255), podman exec of a container that is gone (125), and a
+# transport program that is not installed here (127, e.g. no ssh client).
+_TRANSPORT_RC = {255: "ssh", 125: "podman exec", 127: "the connection"}
+
+
+class HostUnreachable(ConnectionError):
+    """The host could not be reached at all; the message says how the connection failed."""
+
+
+@dataclass(frozen=True)
+class Output:
+    argv: tuple[str, ...]
+    rc: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+    @property
+    def missing(self) -> bool:
+        """The program is not installed (the shell's or timeout's "command not found")."""
+        return self.rc == 127
+
+    @property
+    def timed_out(self) -> bool:
+        return self.rc in (124, 137)
+
+    @property
+    def command(self) -> str:
+        return " ".join(self.argv)
+
+    @property
+    def short(self) -> str:
+        """The program and, when brief, its first argument (`dkms status`, `nvidia-smi`)."""
+        first = self.argv[1:2]
+        return " ".join([self.argv[0], *(a for a in first if len(a) <= 16 and "/" not in a)])
+
+    def why(self) -> str:
+        """Why the probe gave nothing usable, in words (empty when it succeeded)."""
+        if self.ok:
+            return ""
+        if self.missing:
+            return f"`{self.argv[0]}` is not installed (command not found)"
+        if self.timed_out:
+            return f"`{self.short}` timed out after {allowlist.TIMEOUT_S} s"
+        detail = (self.stderr.strip() or self.stdout.strip()).splitlines()
+        first = detail[0] if detail else "no output"
+        return f"`{self.short}` failed (exit {self.rc}): {first}"
+
+
+def _text(result: Any, stream: str) -> str:
+    # testinfra's CommandResult.stdout may call back into the host (to guess an encoding) when
+    # output is not ASCII: that would run a command outside the allow-list. Decode here.
+    raw = getattr(result, f"_{stream}", None)
+    if raw is None:
+        raw = getattr(result, stream, "")
+    if isinstance(raw, bytes):
+        return raw.decode("utf-8", errors="replace")
+    return str(raw)
+
+
+@dataclass
+class ReadOnlyHost:
+    host: Any  # testinfra.host.Host (or anything with the same run(command) method)
+    name: str
+    timeout: int = allowlist.TIMEOUT_S
+    log: list[Output] = field(default_factory=list)
+
+    def run(self, *argv: str) -> Output:
+        line = allowlist.render(argv, self.timeout)
+        try:
+            result = self.host.run(line)
+        except Exception as exc:  # ssh exit 255, paramiko/winrm errors, a vanished socket
+            raise HostUnreachable(f"{self.name}: {type(exc).__name__}: {exc}") from exc
+        out = Output(tuple(argv), int(result.rc), _text(result, "stdout"), _text(result, "stderr"))
+        self.log.append(out)
+        return out
+
+    def read(self, path: str) -> Output:
+        return self.run("cat", path)
+
+    def reach(self) -> Output:
+        """The first probe: `uname -r`. Raises HostUnreachable when the transport fails."""
+        out = self.run("uname", "-r")
+        via = _TRANSPORT_RC.get(out.rc)
+        if via is not None:
+            raise HostUnreachable(f"{self.name}: {via} failed (exit {out.rc}): {out.why()}")
+        return out
+
+
+def connect(spec: str, timeout: int = allowlist.TIMEOUT_S) -> ReadOnlyHost:
+    """A ReadOnlyHost for a testinfra host spec (`local://`, `ssh://u@h`, `podman://name`...)."""
+    import testinfra  # imported here: the pure modules of preflight never need it
+
+    try:
+        host = testinfra.get_host(spec)
+    except Exception as exc:  # an unknown scheme, a malformed spec, a missing ansible
+        raise HostUnreachable(f"{spec}: {type(exc).__name__}: {exc}") from exc
+    return ReadOnlyHost(host, spec, timeout)

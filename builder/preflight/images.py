@@ -1,0 +1,217 @@
+"""The images whose fate a driver change decides: matrix cells, build records, local images.
+
+Each becomes an ImageRecord: its NVIDIA_REQUIRE_* requirements (as the toolkit collects them),
+its compiled arch list and minimum driver (our labels), and where it came from. Matrix cells
+get their labels and environment from builder.labels, exactly what a build stamps on them;
+images/lock.json is read tolerantly (its schema is young); local images come from the host.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from builder import labels as lab
+from builder.preflight.parsers import LocalImage
+from builder.requirements import nvidia_require_cuda
+from builder.workspace import Workspace
+
+P = lab.PREFIX
+ARCH_LABEL = f"{P}.cuda.arch-list"
+DRIVER_MIN_LABEL = f"{P}.driver.min"
+CUDA_LABEL = f"{P}.cuda.version"
+CELL_LABEL = f"{P}.cell"
+# NVIDIA_DISABLE_REQUIRE goes through Go's strconv.ParseBool (compat-facts.md A.4).
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+
+
+@dataclass(frozen=True)
+class ImageRecord:
+    name: str
+    source: str  # matrix | lock | matrix+lock | local
+    requirements: tuple[str, ...]  # every NVIDIA_REQUIRE_* value; each must hold
+    requirement_origin: str  # where the requirement text came from
+    arch_list: tuple[str, ...] | None  # compiled SASS; () for CPU builds, None when unknown
+    cuda: str | None
+    driver_min: str | None
+    disable_require: bool = False
+    cell: str | None = None
+
+    @property
+    def gpu(self) -> bool:
+        return bool(self.requirements) or self.cuda is not None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "image": self.name,
+            "source": self.source,
+            "cell": self.cell,
+            "cuda": self.cuda,
+            "requirements": list(self.requirements),
+            "requirement_origin": self.requirement_origin,
+            "arch_list": list(self.arch_list) if self.arch_list is not None else None,
+            "driver_min": self.driver_min,
+            "disable_require": self.disable_require,
+        }
+
+
+def requirements_from_env(env: dict[str, str]) -> tuple[tuple[str, ...], str]:
+    """What nvidia-container-toolkit's GetRequirements collects: every NVIDIA_REQUIRE_* but
+    NVIDIA_REQUIRE_JETPACK; a legacy image (CUDA_VERSION, no NVIDIA_REQUIRE_CUDA) gets an
+    implicit cuda>=MAJOR.MINOR."""
+    reqs = tuple(
+        v
+        for k, v in sorted(env.items())
+        if k.startswith("NVIDIA_REQUIRE_") and k != "NVIDIA_REQUIRE_JETPACK" and v.strip()
+    )
+    if reqs:
+        return reqs, "env"
+    cuda = env.get("CUDA_VERSION", "")
+    parts = cuda.split(".")
+    if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
+        return (f"cuda>={parts[0]}.{parts[1]}",), "implicit from CUDA_VERSION (legacy image)"
+    return (), ""
+
+
+def _arches(labels: dict[str, str]) -> tuple[str, ...] | None:
+    text = labels.get(ARCH_LABEL)
+    return tuple(text.split()) if text is not None else None
+
+
+def from_workspace(ws: Workspace) -> list[ImageRecord]:
+    out = []
+    for cell in ws.cells:
+        env = lab.env(cell)
+        labels = lab.labels(cell, ws.matrix.project)
+        reqs, origin = requirements_from_env(env)
+        out.append(
+            ImageRecord(
+                cell.name,
+                "matrix",
+                reqs,
+                "builder.labels (matrix)" if reqs else origin,
+                _arches(labels) if cell.cuda is not None else (),
+                str(cell.cuda.version) if cell.cuda else None,
+                labels.get(DRIVER_MIN_LABEL),
+                False,
+                cell.name,
+            )
+        )
+    return out
+
+
+def from_lock(path: Path) -> tuple[list[ImageRecord], list[str]]:
+    """Records of images/lock.json ({"schema": 1, "cells": {name: record}}), read tolerantly:
+    a record without labels or environment is judged from what it has; notes say what lacked."""
+    notes: list[str] = []
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        return [], [f"{path}: cannot read ({exc.strerror})"]
+    except json.JSONDecodeError as exc:
+        return [], [f"{path}: not JSON ({exc.msg} at line {exc.lineno})"]
+    cells = doc.get("cells") if isinstance(doc, dict) else None
+    if isinstance(cells, list):
+        cells = {
+            str(c.get("cell") or c.get("name") or i): c
+            for i, c in enumerate(cells)
+            if isinstance(c, dict)
+        }
+    if not isinstance(cells, dict):
+        schema = doc.get("schema") if isinstance(doc, dict) else "?"
+        return [], [f"{path}: no `cells` mapping (schema {schema})"]
+    out = []
+    for name, rec in sorted(cells.items()):
+        if not isinstance(rec, dict):
+            notes.append(f"{path}: cells.{name} is not an object")
+            continue
+        labels = (
+            {str(k): str(v) for k, v in (rec.get("labels") or {}).items()}
+            if isinstance(rec.get("labels"), dict)
+            else {}
+        )
+        env = (
+            {str(k): str(v) for k, v in (rec.get("env") or {}).items()}
+            if isinstance(rec.get("env"), dict)
+            else {}
+        )
+        cuda = rec.get("cuda") or labels.get(CUDA_LABEL)
+        reqs, origin = requirements_from_env(env)
+        if not reqs and cuda:
+            try:
+                reqs = (nvidia_require_cuda(Version(str(cuda))),)
+                origin = f"derived from CUDA {cuda} (the record holds no environment)"
+            except InvalidVersion:
+                notes.append(f"{path}: cells.{name}.cuda {cuda!r} is not a version")
+        tags = rec.get("tags")
+        shown = name if not isinstance(tags, list) or not tags else str(tags[0])
+        out.append(
+            ImageRecord(
+                shown,
+                "lock",
+                reqs,
+                origin,
+                _arches(labels) if cuda else (),
+                str(cuda) if cuda else None,
+                labels.get(DRIVER_MIN_LABEL),
+                False,
+                labels.get(CELL_LABEL, name),
+            )
+        )
+    return out, notes
+
+
+def merge(matrix: list[ImageRecord], lock: list[ImageRecord]) -> list[ImageRecord]:
+    """One row per cell: a lock record (what was built) replaces the matrix's own view of it."""
+    built = {r.cell: r for r in lock if r.cell}
+    out = [
+        ImageRecord(built[m.cell].name, "matrix+lock", *_fields(built[m.cell], m))
+        if m.cell in built
+        else m
+        for m in matrix
+    ]
+    known = {m.cell for m in matrix}
+    out += [r for r in lock if r.cell not in known]
+    return out
+
+
+def _fields(lock: ImageRecord, cell: ImageRecord) -> tuple[Any, ...]:
+    return (
+        lock.requirements or cell.requirements,
+        lock.requirement_origin if lock.requirements else cell.requirement_origin,
+        lock.arch_list if lock.arch_list is not None else cell.arch_list,
+        lock.cuda or cell.cuda,
+        lock.driver_min or cell.driver_min,
+        False,
+        cell.cell,
+    )
+
+
+def from_local(images: list[LocalImage]) -> tuple[list[ImageRecord], int]:
+    """Local images that ask for a GPU (NVIDIA_REQUIRE_*/CUDA_VERSION or our labels); the
+    count of those skipped (no GPU requirement)."""
+    out, skipped = [], 0
+    for img in images:
+        reqs, origin = requirements_from_env(img.env)
+        if not reqs and CELL_LABEL not in img.labels:
+            skipped += 1
+            continue
+        cuda = img.labels.get(CUDA_LABEL) or img.env.get("CUDA_VERSION") or None
+        out.append(
+            ImageRecord(
+                img.names[0] if img.names else img.id[:12],
+                "local",
+                reqs,
+                origin,
+                _arches(img.labels) if cuda else (),
+                cuda,
+                img.labels.get(DRIVER_MIN_LABEL),
+                img.env.get("NVIDIA_DISABLE_REQUIRE", "") in _GO_TRUE,
+                img.labels.get(CELL_LABEL),
+            )
+        )
+    return out, skipped

@@ -1,0 +1,142 @@
+"""`trainimg preflight` end to end on this machine (no GPU, no driver), and its bad inputs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from builder.cli import main
+from builder.preflight.checks import CHECK_IDS
+from tests.preflight.conftest import REPO
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["preflight", "--matrix", str(REPO / "matrix.yaml"), *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_this_machine_reports_honestly_and_fast() -> None:
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "builder.cli", "preflight"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # warnings only: nothing NVIDIA here
+    assert "Traceback" not in proc.stderr
+    assert "no NVIDIA driver is loaded" in proc.stdout
+    assert "no NVIDIA GPU is visible" in proc.stdout
+    assert "exit 3" in proc.stdout.splitlines()[-1]
+    assert elapsed < 2.0, f"took {elapsed:.2f} s"
+
+
+def test_json_report(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "--json", "--target-driver", "570.124.06")
+    doc = json.loads(out)
+    assert doc["schema"] == 1 and doc["target_driver"] == "570.124.06"
+    assert doc["exit_code"] == code == 3
+    (local,) = doc["hosts"]
+    assert local["host"] == "local" and local["reachable"]
+    assert [c["id"] for c in local["checks"]] == list(CHECK_IDS)
+    assert local["facts"]["gpus"] == "no GPU"
+    cu128 = [i for i in local["images"] if i["cuda"]]
+    assert cu128 and all(i["after"]["status"] == "ok" for i in cu128)  # judged without a GPU
+    assert all(i["now"]["status"] == "no-driver" for i in cu128)
+    assert any("no GPU visible" in r for r in cu128[0]["after"]["reasons"])
+
+
+def test_a_bad_host_never_stops_the_fleet(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(
+        capsys, "--hosts", "local://,ssh://nobody@127.0.0.1:1,bogus://x", "--jobs", "3",
+        "--no-images", "--json",
+    )  # fmt: skip
+    doc = json.loads(out)
+    assert code == doc["exit_code"] == 1
+    hosts = {h["host"]: h for h in doc["hosts"]}
+    assert hosts["local://"]["reachable"]
+    for bad in ("ssh://nobody@127.0.0.1:1", "bogus://x"):
+        assert not hosts[bad]["reachable"]
+        (reach,) = hosts[bad]["checks"]
+        assert reach["id"] == "host.reach" and reach["severity"] == "block"
+    assert "Connection refused" in hosts["ssh://nobody@127.0.0.1:1"]["checks"][0]["finding"]
+    assert "Unknown connection type" in hosts["bogus://x"]["checks"][0]["finding"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--target-driver", "five-seventy"), "not a driver version: 'five-seventy'"),
+        (("--target-driver", "570.124.06.1.2"), "not a driver version"),
+        (("--jobs", "0"), "not a job count"),
+        (("--target-module", "closed"), "invalid choice: 'closed'"),
+    ],
+)
+def test_bad_arguments_exit_2_with_a_message(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], message: str
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        run_cli(capsys, *args)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_an_inventory_that_does_not_parse(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    bad = tmp_path / "hosts.ini"
+    bad.write_text("[gpus\nh1\n")
+    code, out, err = run_cli(capsys, "--inventory", str(bad))
+    assert code == 2 and out == ""
+    assert f"{bad}:1: not a section header" in err and "Traceback" not in err
+    code, _, err = run_cli(capsys, "--limit", "gpus")
+    assert code == 2 and "--limit needs --inventory" in err
+
+
+def test_an_inventory_host_without_a_usable_connection(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    inv = tmp_path / "hosts.ini"
+    inv.write_text("[w]\nwin1 ansible_connection=winrm\nme ansible_connection=local\n")
+    code, out, _ = run_cli(capsys, "--inventory", str(inv), "--no-images", "--json")
+    hosts = {h["host"]: h for h in json.loads(out)["hosts"]}
+    assert code == 1 and hosts["me"]["reachable"]
+    assert "ansible_connection=winrm" in hosts["win1"]["checks"][0]["finding"]
+
+
+def test_a_lock_given_but_absent_is_a_note(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _, out, _ = run_cli(capsys, "--lock", str(tmp_path / "lock.json"), "--json")
+    impact = next(c for c in json.loads(out)["hosts"][0]["checks"] if c["id"] == "images.impact")
+    assert "cannot read" in impact["finding"]
+
+
+def test_a_surprise_on_one_host_is_that_hosts_finding(monkeypatch: pytest.MonkeyPatch) -> None:
+    from builder.preflight.fleet import run_fleet
+    from builder.preflight.hostio import ReadOnlyHost
+    from builder.preflight.inventory import Target
+    from tests.preflight.conftest import context
+    from tests.preflight.fakehost import FakeHost, Fixture
+
+    def connect(spec: str) -> ReadOnlyHost:
+        if spec == "boom":
+            raise ValueError("a parser met something new")
+        return ReadOnlyHost(FakeHost(Fixture.load("el9-h100")), spec)
+
+    monkeypatch.delenv("TRAINIMG_DEBUG", raising=False)
+    targets = [Target("a", "boom"), Target("b", "fine")]
+    reports = run_fleet(targets, context([]), jobs=2, connect_fn=connect)
+    assert [r.host for r in reports] == ["a", "b"]
+    assert not reports[0].reachable and "ValueError: a parser met something new" in (
+        reports[0].checks[0].finding
+    )
+    assert reports[1].reachable and len(reports[1].checks) > 10
+    monkeypatch.setenv("TRAINIMG_DEBUG", "1")
+    with pytest.raises(ValueError):
+        run_fleet(targets[:1], context([]), jobs=1, connect_fn=connect)

@@ -1,0 +1,118 @@
+"""Ansible inventories (INI, YAML, `ansible-inventory --list` JSON) -> testinfra host specs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from builder.preflight.inventory import InventoryError, Target, spec_for, targets
+
+INI = """\
+# GPU fleet
+[hgx]
+gpu[01:03] ansible_user=ops
+b200-1 ansible_host=10.0.0.9 ansible_port=2222 ansible_become=true
+
+[hgx:vars]
+ansible_ssh_private_key_file=~/.ssh/fleet
+
+[workstations]
+ws1 ansible_connection=local
+
+[lab:children]
+hgx
+workstations
+"""
+
+YAML = """\
+all:
+  vars:
+    ansible_user: cloud
+  children:
+    hopper:
+      hosts:
+        h100-[a:b]:
+        h200-1:
+          ansible_host: 192.0.2.7
+          ansible_user: root
+    containers:
+      hosts:
+        fakehost-1:
+          ansible_connection: containers.podman.podman
+"""
+
+LIST_JSON = {
+    "_meta": {"hostvars": {"n1": {"ansible_host": "198.51.100.1", "ansible_become": True}}},
+    "all": {"children": ["ungrouped", "gpu"]},
+    "gpu": {"hosts": ["n1", "n2"]},
+}
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_ini(tmp_path: Path) -> None:
+    got = targets(write(tmp_path, "hosts.ini", INI))
+    specs = {t.name: t.spec for t in got}
+    assert specs["gpu01"] == "ssh://ops@gpu01?ssh_identity_file=~%2F.ssh%2Ffleet"
+    assert specs["gpu03"] is not None and specs["gpu03"].startswith("ssh://ops@gpu03")
+    assert specs["b200-1"] == "ssh://10.0.0.9:2222?sudo=true&ssh_identity_file=~%2F.ssh%2Ffleet"
+    assert specs["ws1"] == "local://"
+    assert list(specs) == ["gpu01", "gpu02", "gpu03", "b200-1", "ws1"]
+
+
+def test_limit_by_group_and_host(tmp_path: Path) -> None:
+    path = write(tmp_path, "hosts", INI)
+    assert [t.name for t in targets(path, "workstations")] == ["ws1"]
+    assert [t.name for t in targets(path, "lab")] == ["gpu01", "gpu02", "gpu03", "b200-1", "ws1"]
+    assert [t.name for t in targets(path, "gpu02,ws1")] == ["gpu02", "ws1"]
+    with pytest.raises(InventoryError, match="names no group or host"):
+        targets(path, "nope")
+
+
+def test_yaml(tmp_path: Path) -> None:
+    got = {t.name: t.spec for t in targets(write(tmp_path, "inv.yml", YAML))}
+    assert got == {
+        "h100-a": "ssh://cloud@h100-a",
+        "h100-b": "ssh://cloud@h100-b",
+        "h200-1": "ssh://root@192.0.2.7",
+        "fakehost-1": "podman://fakehost-1",
+    }
+
+
+def test_ansible_inventory_list_json(tmp_path: Path) -> None:
+    got = targets(write(tmp_path, "inv.json", json.dumps(LIST_JSON)))
+    assert got == [Target("n1", "ssh://198.51.100.1?sudo=true"), Target("n2", "ssh://n2")]
+
+
+def test_an_unusable_connection_is_a_target_with_an_error() -> None:
+    t = spec_for("win1", {"ansible_connection": "winrm"})
+    assert t.spec is None and "winrm" in t.error
+    assert spec_for("v6", {"ansible_host": "2001:db8::1"}).spec == "ssh://[2001:db8::1]"
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("[hgx\nh1\n", r":1: not a section header"),
+        ("[g:vars]\nnot-a-pair\n", r":2: expected key=value"),
+        ("[g]\nh1 ansible_user\n", r":2: expected key=value after the host name"),
+        ("all:\n  hosts: [a, b\n", r"not YAML"),
+        ("all: 3\n", r"a group must be a mapping"),
+        ('{"all": ', r"not JSON"),
+        ("[g]\n", r"lists no hosts"),
+    ],
+)
+def test_an_inventory_that_does_not_parse_says_where(tmp_path: Path, text: str, match: str) -> None:
+    with pytest.raises(InventoryError, match=match):
+        targets(write(tmp_path, "bad", text))
+
+
+def test_a_missing_inventory(tmp_path: Path) -> None:
+    with pytest.raises(InventoryError, match="cannot read the inventory"):
+        targets(tmp_path / "absent.ini")
