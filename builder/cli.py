@@ -10,10 +10,10 @@ import sys
 from collections.abc import Sequence
 
 from builder import __version__
-from builder.commands import base_cmd, matrix_cmd, render_cmd
+from builder.commands import base_cmd, build_cmd, matrix_cmd, render_cmd, wheelhouse_cmd
 from builder.errors import TrainimgError
 
-COMMANDS = (matrix_cmd, render_cmd, base_cmd)
+COMMANDS = (matrix_cmd, render_cmd, base_cmd, wheelhouse_cmd, build_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:
