@@ -29,7 +29,7 @@ from builder.build import (
 )
 from builder.commands.common import shared_options, workspace
 from builder.engines.base import EngineError, EngineUnavailable, short_id
-from builder.engines.discover import KINDS, discover
+from builder.engines.discover import HOW_TO_START, KINDS, discover
 from builder.errors import TrainimgError
 
 _BUILD_ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]{0,127})=([^\n\r\x00]*)$")
@@ -209,16 +209,15 @@ def run(args: argparse.Namespace) -> int:
     endpoint = discover(args.engine, args.url, log=lambda m: console.print(f"[dim]{m}[/]"))
     try:
         engine = endpoint.connect()
-        try:
-            version = engine.version()
-        except EngineError as exc:
-            raise EngineUnavailable(
-                f"engine at {endpoint.url} ({endpoint.source}) does not answer: {exc}"
-            ) from None
-        console.print(
-            f"[dim]engine: {endpoint.kind} SDK -> {endpoint.url} ({endpoint.source}), "
-            f"server {version}[/]"
-        )
+        if not endpoint.url.startswith("unix://"):  # a unix socket was pinged by discovery
+            try:
+                engine.version()
+            except EngineError as exc:
+                raise EngineUnavailable(
+                    f"engine at {endpoint.url} ({endpoint.source}) does not answer: {exc}; "
+                    + HOW_TO_START
+                ) from None
+        console.print(f"[dim]engine: {endpoint.kind} SDK -> {endpoint.url} ({endpoint.source})[/]")
         try:
             plans = plan_cells(ws, cells, engine, opts)
         finally:
