@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from builder import lock as lockfile
 from builder.build import (
     Builder,
     BuildOptions,
@@ -33,6 +34,9 @@ from builder.engines.discover import HOW_TO_START, KINDS, discover
 from builder.errors import TrainimgError
 
 _BUILD_ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]{0,127})=([^\n\r\x00]*)$")
+_REPOSITORY = re.compile(
+    r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]{1,5})?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$"
+)
 _NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _STEP = re.compile(r"^STEP \d+/\d+: ")
 
@@ -186,6 +190,8 @@ def run(args: argparse.Namespace) -> int:
     if args.network is not None and not _NETWORK.match(args.network):
         raise TrainimgError(f"--network {args.network!r}: not a network name")
     buildargs = parse_build_args(args.build_arg)
+    if args.repository is not None and not _REPOSITORY.match(args.repository):
+        raise TrainimgError(f"--repository {args.repository!r}: not an image repository name")
     ws = workspace(args)
     if args.all and args.cells:
         raise TrainimgError("give CELL names or --all, not both")
@@ -202,6 +208,8 @@ def run(args: argparse.Namespace) -> int:
         trainer_dir=args.trainer.resolve() if args.trainer else None,
         lock_path=args.lock,
     )
+    lock_path, work_dir = default_paths(ws, opts)
+    lockfile.read(lock_path)  # an unreadable lock stops us here, not after a build
     # Not a terminal (CI logs, pipes): wide enough that cell names and tags are not cut.
     wide = sys.stderr.isatty() or os.environ.get("COLUMNS")
     console = Console(stderr=True, highlight=False, soft_wrap=True, width=None if wide else 160)
@@ -222,7 +230,6 @@ def run(args: argparse.Namespace) -> int:
             plans = plan_cells(ws, cells, engine, opts)
         finally:
             engine.close()
-        lock_path, work_dir = default_paths(ws, opts)
         for plan in plans:
             if plan.wheelhouse is not None and not plan.wheelhouse.checked:
                 console.print(

@@ -151,7 +151,7 @@ class DockerEngine:
                 raise EngineError(f"docker API at {self.base_url}: could not tag {image} as {ref}")
 
     def remove_image(self, ref: str) -> None:
-        with contextlib.suppress(derr.ImageNotFound, derr.NotFound), self._api(f"remove {ref}"):
+        with self._api(f"remove {ref}"), contextlib.suppress(derr.NotFound):
             self._api_client.remove_image(ref)
 
     def _create(self, spec: RunSpec) -> Any:
@@ -210,7 +210,7 @@ class DockerEngine:
         return str(container.name)
 
     def remove_container(self, name: str) -> None:
-        with contextlib.suppress(derr.NotFound), self._api(f"remove container {name}"):
+        with self._api(f"remove container {name}"), contextlib.suppress(derr.NotFound):
             self._api_client.remove_container(name, force=True, v=True)
 
     def containers(self, label: str | None = None) -> list[str]:

@@ -154,7 +154,7 @@ class PodmanEngine:
                 raise EngineError(f"podman at {self.base_url}: could not tag {image} as {ref}")
 
     def remove_image(self, ref: str) -> None:
-        with contextlib.suppress(perr.ImageNotFound, perr.NotFound), self._api(f"remove {ref}"):
+        with self._api(f"remove {ref}"), contextlib.suppress(perr.NotFound, perr.ImageNotFound):
             self._client.images.remove(ref)
 
     def _create(self, spec: RunSpec) -> Any:
@@ -207,7 +207,7 @@ class PodmanEngine:
         return str(container.name)
 
     def remove_container(self, name: str) -> None:
-        with contextlib.suppress(perr.NotFound), self._api(f"remove container {name}"):
+        with self._api(f"remove container {name}"), contextlib.suppress(perr.NotFound):
             response = self._client.api.delete(
                 f"/containers/{name}", params={"force": "true", "timeout": 0, "v": "true"}
             )
@@ -215,7 +215,7 @@ class PodmanEngine:
                 response.raise_for_status()
 
     def containers(self, label: str | None = None) -> list[str]:
-        filters = {"label": [label]} if label else None
+        filters = {"label": label} if label else None
         with self._api("list containers"):
             found = self._client.containers.list(all=True, filters=filters)
         return sorted(str(c.name) for c in found)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +16,7 @@ import pytest
 from builder import lock
 from builder.build import Builder, BuildOptions, Outcome, Plan, plan_cells
 from builder.context import trainer_version
-from builder.engines.base import Engine, RunSpec
+from builder.engines.base import BuildFailed, Engine, RunSpec
 from builder.engines.docker import DockerEngine
 from builder.engines.podman import PodmanEngine
 from builder.workspace import open_workspace
@@ -195,3 +195,62 @@ def test_cpu_image_fixture_is_the_default_cell(cpu_image: str, podman_service: s
     assert info.labels["io.trainimg.cell"] == CPU_CELL
     assert f"localhost/trainimg:{info.labels['io.trainimg.build.hash']}" in info.tags
     assert result.exit_code == 0 and "usage:" in result.stdout.lower()  # CMD is --help
+
+
+@pytest.fixture(params=sorted(ENGINES))
+def engine(request: pytest.FixtureRequest, podman_service: str) -> Iterator[Engine]:
+    e = ENGINES[str(request.param)](podman_service)
+    try:
+        yield e
+    finally:
+        e.close()
+
+
+def test_build_a_directory_with_tags(engine: Engine, offline_base: str, tmp_path: Path) -> None:
+    """What verify does to make a deliberately broken image: a directory context, tags given."""
+    (tmp_path / "Containerfile").write_text(
+        f"FROM {offline_base}\nCOPY hello.txt /hello.txt\nUSER 0\n"
+    )
+    (tmp_path / "hello.txt").write_text(f"hello from {tmp_path.name}\n")
+    ref = f"localhost/trainimg-t{tmp_path.name[-6:].lower()}:{engine.name}"
+    lines: list[str] = []
+    try:
+        result = engine.build(
+            tmp_path, [ref], labels={"io.trainimg.test": "dir"}, on_log=lines.append
+        )
+        info = engine.inspect_image(ref)
+        assert info.id == result.image_id
+        assert info.user == "0"
+        assert info.labels["io.trainimg.test"] == "dir"
+        assert result.steps == len([x for x in lines if x.startswith("STEP ")]) >= 3
+        out = engine.run(RunSpec(ref, entrypoint=["cat", "/hello.txt"], labels={TEST_LABEL: "dir"}))
+        assert out.exit_code == 0 and out.stdout == f"hello from {tmp_path.name}\n"
+    finally:
+        engine.remove_image(ref)
+    assert not engine.image_exists(ref)
+    engine.remove_image(ref)  # already gone: no error
+
+
+def test_start_and_remove_a_container(engine: Engine, offline_base: str) -> None:
+    spec = RunSpec(offline_base, entrypoint=["sleep", "infinity"], labels={TEST_LABEL: "start"})
+    name = engine.start(spec)
+    try:
+        assert name in engine.containers(label=TEST_LABEL)
+        assert name not in engine.containers(label=f"{TEST_LABEL}=other")
+    finally:
+        engine.remove_container(name)
+    assert name not in engine.containers(label=TEST_LABEL)
+    engine.remove_container(name)  # already gone: no error
+
+
+def test_failing_run_step_is_a_build_failure_with_its_log(
+    engine: Engine, offline_base: str, tmp_path: Path
+) -> None:
+    (tmp_path / "Containerfile").write_text(
+        f"FROM {offline_base}\nRUN echo 'the last words' && exit 7\n"
+    )
+    with pytest.raises(BuildFailed) as err:
+        engine.build(tmp_path)
+    assert "exit status 7" in str(err.value)
+    assert "the last words" in err.value.log_tail
+    assert err.value.exit_code == 1
