@@ -69,12 +69,14 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--wheelhouse",
         type=Path,
+        metavar="DIR",
         default=_env_path("TRAINIMG_WHEELHOUSE"),
         help="air-gapped: install wheels only from DIR (--no-index, --network none, hash-checked "
         "against DIR/wheelhouse.lock); default: $TRAINIMG_WHEELHOUSE",
     )
     p.add_argument(
         "--network",
+        metavar="NET",
         help="network for RUN steps (none, host, bridge, a network name); "
         "default: none with --wheelhouse, else the engine's",
     )
@@ -90,16 +92,23 @@ def register(sub: Any) -> None:
         metavar="KEY=VALUE",
         help="a build argument (repeatable); part of the content hash",
     )
-    p.add_argument("--jobs", "-j", type=int, default=1, help="cells built at once (default 1)")
+    p.add_argument(
+        "--jobs", "-j", type=int, default=1, metavar="N", help="cells built at once (default 1)"
+    )
     p.add_argument("--no-cache", action="store_true", help="do not reuse cached layers")
     p.add_argument("--force", action="store_true", help="build even if the content-hash tag exists")
     p.add_argument(
         "--repository", help="image repository (default: the matrix's project.repository)"
     )
     p.add_argument(
-        "--trainer", type=Path, help="the trainer package to bundle (default: ./trainer)"
+        "--trainer",
+        type=Path,
+        metavar="DIR",
+        help="the trainer package to bundle (default: ./trainer)",
     )
-    p.add_argument("--lock", type=Path, help="the build record (default: images/lock.json)")
+    p.add_argument(
+        "--lock", type=Path, metavar="PATH", help="the build record (default: images/lock.json)"
+    )
     p.add_argument(
         "--quiet", "-q", action="store_true", help="show only build steps, not their output"
     )
