@@ -176,17 +176,17 @@ def plan_cells(
         labels = {**hashed_labels, BUILD_HASH_LABEL: ctx.content_hash}
         plans.append(
             Plan(
-                cell,
-                ctx,
-                buildargs,
-                labels,
-                network,
-                pull,
-                f"{repo}:{cell.name}",
-                f"{repo}:{ctx.content_hash}",
-                cell.os.base_ref,
-                base,
-                selection,
+                cell=cell,
+                context=ctx,
+                buildargs=buildargs,
+                labels=labels,
+                network=network,
+                pull=pull,
+                cell_tag=f"{repo}:{cell.name}",
+                hash_tag=f"{repo}:{ctx.content_hash}",
+                base_ref=cell.os.base_ref,
+                base=base,
+                wheelhouse=selection,
             )
         )
     return plans
