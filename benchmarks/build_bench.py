@@ -160,6 +160,7 @@ def main() -> int:
         if not args.keep:
             local.podman("system", "reset", "--force", check=False)
             shutil.rmtree(work, ignore_errors=True)
+            shutil.rmtree(local.runroot.parent, ignore_errors=True)
 
     print(
         f"trainimg build benchmark: cell {cell.name}, {note}, fresh podman store, "

@@ -82,6 +82,10 @@ class LocalPodman:
         return self.root / "run" / "podman.sock"
 
     @property
+    def runroot(self) -> Path:
+        return _runroot(self.root)
+
+    @property
     def url(self) -> str:
         return f"unix://{self.socket_path}"
 
@@ -98,7 +102,7 @@ class LocalPodman:
         name, bridge, prefix = _network(self.root)
         for sub in ("run/libpod", "storage", "networks"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
-        runroot = _runroot(self.root)
+        runroot = self.runroot
         runroot.mkdir(parents=True, exist_ok=True)
         files = {
             "containers.conf": _CONTAINERS_CONF.format(root=self.root, network=name),
