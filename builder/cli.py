@@ -11,10 +11,17 @@ import sys
 from collections.abc import Sequence
 
 from builder import __version__
-from builder.commands import base_cmd, matrix_cmd, preflight_cmd, render_cmd
+from builder.commands import (
+    base_cmd,
+    build_cmd,
+    matrix_cmd,
+    preflight_cmd,
+    render_cmd,
+    wheelhouse_cmd,
+)
 from builder.errors import TrainimgError
 
-COMMANDS = (matrix_cmd, render_cmd, base_cmd, preflight_cmd)
+COMMANDS = (matrix_cmd, render_cmd, base_cmd, wheelhouse_cmd, build_cmd, preflight_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:
