@@ -14,14 +14,25 @@ from builder import __version__
 from builder.commands import (
     arches_cmd,
     base_cmd,
+    build_cmd,
     matrix_cmd,
     preflight_cmd,
     render_cmd,
     verify_cmd,
+    wheelhouse_cmd,
 )
 from builder.errors import TrainimgError
 
-COMMANDS = (matrix_cmd, render_cmd, base_cmd, preflight_cmd, arches_cmd, verify_cmd)
+COMMANDS = (
+    matrix_cmd,
+    render_cmd,
+    base_cmd,
+    wheelhouse_cmd,
+    build_cmd,
+    verify_cmd,
+    arches_cmd,
+    preflight_cmd,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -51,3 +51,88 @@ def offline_base(local_podman: LocalPodman) -> str:
         pytest.skip("debootstrap not installed: run scripts/setup.sh")
     make_offline_base(BaseSpec(tag=BASE_TAG), CACHE / "base", local_podman.podman)
     return BASE_TAG
+
+
+# --- the build issue's generic fixtures: a filled wheelhouse and the built CPU image ---------
+
+DEFAULT_FIND_LINKS = Path("/opt/wheels")
+
+
+@pytest.fixture(scope="session")
+def wheelhouse() -> Path:
+    """The default cell's wheelhouse (torch from /opt/wheels, the rest `pip download`ed once),
+    with its wheelhouse.lock; cached in the test cache. Skipped, saying why, if it cannot be
+    filled (no network and no local wheels)."""
+    from builder.wheelhouse import WheelhouseError, fill
+    from builder.workspace import open_workspace
+
+    ws = open_workspace(REPO / "matrix.yaml")
+    cell = ws.cell(ws.matrix.project.default_cell)
+    dest = CACHE / "wheelhouse"
+    links = [DEFAULT_FIND_LINKS] if DEFAULT_FIND_LINKS.is_dir() else []
+    try:
+        fill(dest, [cell], ws.matrix.project, find_links=links)
+    except WheelhouseError as exc:
+        pytest.skip(f"cannot fill the wheelhouse for {cell.name}: {exc}")
+    return dest
+
+
+def write_standin_trainer(directory: Path, version: str = "0.0.0+standin") -> Path:
+    """A tiny stand-in for the trainer package, for build tests only (never committed as
+    trainer/): `python -m trainer --help` prints usage and exits 0."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "__init__.py").write_text(f'__version__ = "{version}"\n')
+    (directory / "__main__.py").write_text(
+        "import argparse\n"
+        "parser = argparse.ArgumentParser(prog='trainer', description='stand-in trainer')\n"
+        "parser.add_argument('command', nargs='?', choices=['train', 'info'])\n"
+        "parser.parse_args()\n"
+    )
+    return directory
+
+
+@pytest.fixture(scope="session")
+def trainer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The trainer package the test images bundle: the worktree's trainer/ once it exists,
+    else a stand-in written to a temporary directory."""
+    real = REPO / "trainer"
+    if (real / "__main__.py").is_file():
+        return real
+    return write_standin_trainer(tmp_path_factory.mktemp("standin") / "trainer")
+
+
+@pytest.fixture(scope="session")
+def cpu_image(
+    podman_service: str,
+    offline_base: str,
+    wheelhouse: Path,
+    trainer_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> str:
+    """The default CPU cell, built once per session by trainimg's builder through the podman
+    engine (podman-py) from the wheelhouse, air-gapped; its `<project.repository>:<cell>` ref.
+    The build record goes to a temporary lock, never images/lock.json. Unchanged inputs make
+    later sessions reuse the image (content-hash tag)."""
+    from builder.build import Builder, BuildOptions, plan_cells
+    from builder.engines.podman import PodmanEngine
+    from builder.workspace import open_workspace
+
+    ws = open_workspace(REPO / "matrix.yaml")
+    cell = ws.cell(ws.matrix.project.default_cell)
+    lock_path = tmp_path_factory.mktemp("cpu-image") / "lock.json"
+    opts = BuildOptions(
+        wheelhouse=wheelhouse,
+        trainer_dir=trainer_dir,
+        lock_path=lock_path,
+        work_dir=CACHE / "build",
+    )
+    engine = PodmanEngine(podman_service)
+    try:
+        plans = plan_cells(ws, [cell], engine, opts)
+    finally:
+        engine.close()
+    builder = Builder(lambda: PodmanEngine(podman_service), opts, lock_path, CACHE / "build")
+    outcome = builder.run(plans)[0]
+    if outcome.status not in ("built", "skipped"):
+        pytest.fail(f"building {cell.name} failed: {outcome.error}\n" + "\n".join(outcome.log_tail))
+    return plans[0].cell_tag

@@ -15,6 +15,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,8 +48,19 @@ _STORAGE_CONF = """\
 [storage]
 driver = "overlay"
 graphroot = "{root}/storage"
-runroot = "{root}/run/storage"
+runroot = "{runroot}"
 """
+
+
+def _runroot(root: Path) -> Path:
+    """Storage's runroot: short, on a runtime directory. With a runroot of 51 characters or
+    more, podman 4.3 waits 20 s for every container to exit ("Exceeded conmon timeout"; measured
+    here), so it cannot live under a checkout's .cache/."""
+    h = hashlib.sha256(str(root).encode()).hexdigest()[:12]
+    for base in ("/run", os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir()):
+        if base and os.access(base, os.W_OK):
+            return Path(base) / "trainimg" / h / "storage"
+    raise EngineError("no writable runtime directory for podman's runroot (/run, $TMPDIR)")
 
 
 def _network(root: Path) -> tuple[str, str, str]:
@@ -70,6 +82,10 @@ class LocalPodman:
         return self.root / "run" / "podman.sock"
 
     @property
+    def runroot(self) -> Path:
+        return _runroot(self.root)
+
+    @property
     def url(self) -> str:
         return f"unix://{self.socket_path}"
 
@@ -82,15 +98,15 @@ class LocalPodman:
     def configure(self) -> dict[str, str]:
         """Write the configuration (idempotent) and export it to this process; returns the env."""
         if shutil.which("podman") is None:
-            raise EngineError(
-                "podman is not installed: run scripts/setup.sh (apt-get install podman runc)"
-            )
+            raise EngineError("podman is not installed: run scripts/setup.sh (it installs podman)")
         name, bridge, prefix = _network(self.root)
-        for sub in ("run/libpod", "run/storage", "storage", "networks"):
+        for sub in ("run/libpod", "storage", "networks"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
+        runroot = self.runroot
+        runroot.mkdir(parents=True, exist_ok=True)
         files = {
             "containers.conf": _CONTAINERS_CONF.format(root=self.root, network=name),
-            "storage.conf": _STORAGE_CONF.format(root=self.root),
+            "storage.conf": _STORAGE_CONF.format(root=self.root, runroot=runroot),
             f"networks/{name}.json": json.dumps(
                 {
                     "name": name,

@@ -1,0 +1,269 @@
+"""`trainimg build [CELL ...]`: build cells through podman-py or the docker SDK, tag, record.
+
+No CELL builds the matrix's `project.default_cell`; `--all` builds every cell. Exit codes:
+0 built or up to date; 1 a cell's build failed; 2 nothing could start (no engine, drift,
+missing base or wheel, bad option); 130 interrupted (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from builder import lock as lockfile
+from builder.build import (
+    Builder,
+    BuildOptions,
+    BuildsFailed,
+    Outcome,
+    Ui,
+    default_paths,
+    plan_cells,
+)
+from builder.commands.common import shared_options, workspace
+from builder.engines.base import EngineError, EngineUnavailable, short_id
+from builder.engines.discover import HOW_TO_START, KINDS, discover
+from builder.errors import TrainimgError
+
+_BUILD_ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]{0,127})=([^\n\r\x00]*)$")
+_REPOSITORY = re.compile(
+    r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]{1,5})?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$"
+)
+_NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_STEP = re.compile(r"^STEP \d+/\d+: ")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "build",
+        parents=[shared_options()],
+        help="build cells' images (podman-py or docker SDK), tag and record them",
+        description=(
+            "Build each CELL (default: the matrix's project.default_cell; --all: every cell) "
+            "from its rendered Containerfile, tag it <repo>:<cell> and <repo>:<content hash>, "
+            "and record it in images/lock.json. A cell whose content-hash tag exists is not "
+            "built again. Exit codes: 0 ok, 1 a build failed, 2 could not start, 130 interrupted."
+        ),
+    )
+    p.add_argument(
+        "cells", nargs="*", metavar="CELL", help="cells to build (see `trainimg matrix list`)"
+    )
+    p.add_argument("--all", action="store_true", help="build every cell of the matrix")
+    p.add_argument(
+        "--engine",
+        choices=KINDS,
+        default=os.environ.get("TRAINIMG_ENGINE") or None,
+        help="podman (podman-py, libpod API) or docker (docker SDK); default: discovery",
+    )
+    p.add_argument(
+        "--url", help="the engine's API URL (unix:///..., tcp://...); default: discovery"
+    )
+    p.add_argument(
+        "--wheelhouse",
+        type=Path,
+        metavar="DIR",
+        default=_env_path("TRAINIMG_WHEELHOUSE"),
+        help="air-gapped: install wheels only from DIR (--no-index, --network none, hash-checked "
+        "against DIR/wheelhouse.lock); default: $TRAINIMG_WHEELHOUSE",
+    )
+    p.add_argument(
+        "--network",
+        metavar="NET",
+        help="network for RUN steps (none, host, bridge, a network name); "
+        "default: none with --wheelhouse, else the engine's",
+    )
+    p.add_argument(
+        "--pull",
+        action="store_true",
+        help="pull registry bases (always; locally made bases are never pulled)",
+    )
+    p.add_argument(
+        "--build-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a build argument (repeatable); part of the content hash",
+    )
+    p.add_argument(
+        "--jobs", "-j", type=int, default=1, metavar="N", help="cells built at once (default 1)"
+    )
+    p.add_argument("--no-cache", action="store_true", help="do not reuse cached layers")
+    p.add_argument("--force", action="store_true", help="build even if the content-hash tag exists")
+    p.add_argument(
+        "--repository", help="image repository (default: the matrix's project.repository)"
+    )
+    p.add_argument(
+        "--trainer",
+        type=Path,
+        metavar="DIR",
+        help="the trainer package to bundle (default: ./trainer)",
+    )
+    p.add_argument(
+        "--lock", type=Path, metavar="PATH", help="the build record (default: images/lock.json)"
+    )
+    p.add_argument(
+        "--quiet", "-q", action="store_true", help="show only build steps, not their output"
+    )
+    p.set_defaults(func=run)
+
+
+def _env_path(name: str) -> Path | None:
+    value = os.environ.get(name)
+    return Path(value) if value else None
+
+
+def parse_build_args(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        m = _BUILD_ARG.match(item)
+        if not m:
+            raise TrainimgError(
+                f"--build-arg {item!r}: expected KEY=VALUE (KEY a shell-style name, no newline)"
+            )
+        out[m.group(1)] = m.group(2)
+    return out
+
+
+class RichUi(Ui):
+    def __init__(self, console: Console, *, multi: bool, quiet: bool) -> None:
+        self.console = console
+        self.multi = multi
+        self.quiet = quiet
+
+    def _prefix(self, cell: str) -> str:
+        return f"{cell} | " if self.multi else "  "
+
+    def line(self, cell: str, text: str) -> None:
+        step = bool(_STEP.match(text))
+        if self.quiet and not step:
+            return
+        style = "bold cyan" if step else ("dim" if text.startswith("-->") else "")
+        self.console.print(
+            Text.assemble((self._prefix(cell), "dim"), (text, style)),
+            highlight=False,
+            soft_wrap=True,
+        )
+
+    def event(self, cell: str, text: str) -> None:
+        self.console.print(
+            Text.assemble(("==> ", "bold green"), (cell, "bold"), f": {text}"),
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
+
+
+def summary(console: Console, outcomes: list[Outcome]) -> None:
+    table = Table(title="trainimg build", title_justify="left")
+    for col in ("cell", "result", "time", "image", "size", "cached steps"):
+        table.add_column(col)
+    styles = {"built": "green", "skipped": "blue", "failed": "red", "cancelled": "yellow"}
+    for o in outcomes:
+        table.add_row(
+            o.cell,
+            Text(o.status if o.status != "skipped" else "up to date", styles[o.status]),
+            f"{o.seconds:.1f}s",
+            short_id(o.image_id) if o.image_id else "-",
+            _size(o.size) if o.size else "-",
+            f"{o.cached_steps}/{o.steps}" if o.steps else "-",
+        )
+    console.print(table)
+    for o in outcomes:
+        if o.status != "failed":
+            continue
+        console.print(
+            Text.assemble(("FAILED ", "bold red"), (o.cell, "bold"), f": {o.error}"),
+            highlight=False,
+            soft_wrap=True,
+        )
+        if o.log_tail:
+            console.print(Text(f"  last {len(o.log_tail)} lines of its log:", "dim"))
+            for line in o.log_tail:
+                console.print(Text(f"  | {line}"), highlight=False, soft_wrap=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.jobs < 1:
+        raise TrainimgError("--jobs must be at least 1")
+    if args.network is not None and not _NETWORK.match(args.network):
+        raise TrainimgError(f"--network {args.network!r}: not a network name")
+    buildargs = parse_build_args(args.build_arg)
+    if args.repository is not None and not _REPOSITORY.match(args.repository):
+        raise TrainimgError(f"--repository {args.repository!r}: not an image repository name")
+    ws = workspace(args)
+    if args.all and args.cells:
+        raise TrainimgError("give CELL names or --all, not both")
+    cells = ws.cells if args.all else ws.select(args.cells or [ws.matrix.project.default_cell])
+    opts = BuildOptions(
+        repository=args.repository,
+        wheelhouse=args.wheelhouse.resolve() if args.wheelhouse else None,
+        network=args.network,
+        pull=args.pull,
+        buildargs=buildargs,
+        nocache=args.no_cache,
+        force=args.force,
+        jobs=args.jobs,
+        trainer_dir=args.trainer.resolve() if args.trainer else None,
+        lock_path=args.lock,
+    )
+    lock_path, work_dir = default_paths(ws, opts)
+    lockfile.read(lock_path)  # an unreadable lock stops us here, not after a build
+    # Not a terminal (CI logs, pipes): wide enough that cell names and tags are not cut.
+    wide = sys.stderr.isatty() or os.environ.get("COLUMNS")
+    console = Console(stderr=True, highlight=False, soft_wrap=True, width=None if wide else 160)
+    ui = RichUi(console, multi=args.jobs > 1 and len(cells) > 1, quiet=args.quiet)
+    endpoint = discover(args.engine, args.url, log=lambda m: console.print(f"[dim]{m}[/]"))
+    try:
+        engine = endpoint.connect()
+        if not endpoint.url.startswith("unix://"):  # a unix socket was pinged by discovery
+            try:
+                engine.version()
+            except EngineError as exc:
+                raise EngineUnavailable(
+                    f"engine at {endpoint.url} ({endpoint.source}) does not answer: {exc}; "
+                    + HOW_TO_START
+                ) from None
+        console.print(f"[dim]engine: {endpoint.kind} SDK -> {endpoint.url} ({endpoint.source})[/]")
+        try:
+            plans = plan_cells(ws, cells, engine, opts)
+        finally:
+            engine.close()
+        for plan in plans:
+            if plan.wheelhouse is not None and not plan.wheelhouse.checked:
+                console.print(
+                    f"[yellow]warning:[/] {plan.wheelhouse.directory} has no wheelhouse.lock: "
+                    "wheels are not hash-checked (`trainimg wheelhouse` writes one)"
+                )
+        builder = Builder(endpoint.connect, opts, lock_path, work_dir, ui)
+        try:
+            outcomes = builder.run(plans)
+        except KeyboardInterrupt:
+            console.print(
+                "[yellow]interrupted:[/] builds in progress were cancelled; their tags were "
+                f"rolled back and {lock_path} keeps their previous records"
+            )
+            raise
+    finally:
+        endpoint.close()
+    summary(console, outcomes)
+    failed = [o.cell for o in outcomes if o.status == "failed"]
+    if failed:
+        raise BuildsFailed(
+            f"{len(failed)} of {len(outcomes)} cell(s) failed: {', '.join(failed)} "
+            f"({lock_path} keeps their previous records)"
+        )
+    tags = {p.cell.name: p.cell_tag for p in plans}
+    for o in outcomes:  # stdout: one `<repo>:<cell> <image id>` line per cell, for scripts
+        print(f"{tags[o.cell]} {o.image_id}", file=sys.stdout)
+    return 0

@@ -1,0 +1,92 @@
+"""`trainimg wheelhouse [CELL ...]`: fill a wheelhouse for air-gapped builds, with its lock."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from builder.commands.common import shared_options, workspace
+from builder.errors import TrainimgError
+from builder.wheelhouse import LOCK_NAME, PYPI, fill, select
+
+DEFAULT_FIND_LINKS = (Path("/opt/wheels"),)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "wheelhouse",
+        parents=[shared_options()],
+        help="fill a wheelhouse (local wheels + pip download) for air-gapped builds",
+        description=(
+            "Put every wheel the CELLs pin (default: project.default_cell; --all: every cell) "
+            "into DEST: copied from --find-links directories first (default: /opt/wheels when "
+            f"it exists), the rest with `pip download`; then write DEST/{LOCK_NAME} (sha256 of "
+            "each wheel), which `trainimg build --wheelhouse DEST` checks. --check only checks."
+        ),
+    )
+    p.add_argument("cells", nargs="*", metavar="CELL")
+    p.add_argument("--all", action="store_true", help="every cell of the matrix")
+    p.add_argument(
+        "--dest",
+        type=Path,
+        default=Path(os.environ.get("TRAINIMG_WHEELHOUSE") or ".cache/wheelhouse"),
+        help="the wheelhouse (default: $TRAINIMG_WHEELHOUSE or .cache/wheelhouse)",
+    )
+    p.add_argument(
+        "--find-links",
+        type=Path,
+        action="append",
+        default=None,
+        metavar="DIR",
+        help="a local directory of wheels to take from first (repeatable; default /opt/wheels)",
+    )
+    p.add_argument("--index-url", default=PYPI, help=f"where pip downloads from (default {PYPI})")
+    p.add_argument("--offline", action="store_true", help="never download: only local wheels")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help=f"change nothing: exit 1 unless DEST holds every needed wheel, matching {LOCK_NAME}",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    ws = workspace(args)
+    if args.all and args.cells:
+        raise TrainimgError("give CELL names or --all, not both")
+    cells = ws.cells if args.all else ws.select(args.cells or [ws.matrix.project.default_cell])
+    project = ws.matrix.project
+    if args.check:
+        bad = 0
+        for cell in cells:
+            try:
+                sel = select(args.dest, cell, project)
+            except TrainimgError as exc:
+                print(f"{cell.name}: {exc}", file=sys.stderr)
+                bad += 1
+                continue
+            state = "hash-checked" if sel.checked else f"NOT hash-checked (no {LOCK_NAME})"
+            print(f"{cell.name}: {len(sel.files)} wheels present, {state}")
+        return 1 if bad else 0
+    links = (
+        args.find_links
+        if args.find_links is not None
+        else [d for d in DEFAULT_FIND_LINKS if d.is_dir()]
+    )
+    report = fill(
+        args.dest,
+        cells,
+        project,
+        find_links=links,
+        index_url=args.index_url,
+        offline=args.offline,
+        log=lambda m: print(f"wheelhouse: {m}", file=sys.stderr),
+    )
+    print(
+        f"{args.dest}: {len(report.copied)} copied, {len(report.downloaded)} downloaded, "
+        f"{len(report.present)} already present; lock {report.lock}"
+    )
+    return 0

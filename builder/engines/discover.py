@@ -1,0 +1,190 @@
+"""Find a container engine to talk to, in a fixed, documented order (docs/build.md).
+
+1. `--url URL` (with `--engine` choosing the SDK; podman when not given)
+2. CONTAINER_HOST (podman's own variable)           -> podman  (docker SDK with --engine docker)
+3. DOCKER_HOST                                      -> docker  (ignored for --engine podman)
+4. $TRAINIMG_PODMAN_ROOT: an isolated podman store; its API service is started here when no
+   service answers on its socket, and stopped again when the command ends
+5. the usual sockets: rootful podman (/run/podman/podman.sock), rootless podman
+   ($XDG_RUNTIME_DIR/podman/podman.sock), Docker (/var/run/docker.sock, rootless
+   $XDG_RUNTIME_DIR/docker.sock). The docker SDK may use a podman socket; podman-py only podman's.
+
+An explicitly named endpoint (1-3) that does not answer is an error naming it; it does not
+fall through. Nothing reachable -> EngineUnavailable (exit 2) saying how to start one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from builder.engines.base import Engine, EngineError, EngineUnavailable
+from builder.engines.local_podman import ROOT_ENV, LocalPodman
+
+KINDS = ("podman", "docker")
+
+ROOTFUL_PODMAN = Path("/run/podman/podman.sock")
+DOCKER_SOCKETS = (Path("/var/run/docker.sock"), Path("/run/docker.sock"))
+
+HOW_TO_START = (
+    "start one, e.g.:\n"
+    "  export TRAINIMG_PODMAN_ROOT=$PWD/.cache/podman   # trainimg starts an isolated podman "
+    "service itself (scripts/setup.sh installs podman)\n"
+    "  podman system service --time=0 unix:///run/podman/podman.sock &   # or a rootful service\n"
+    "  export CONTAINER_HOST=unix:///run/podman/podman.sock              # ...and point at it"
+)
+
+
+@dataclass
+class Endpoint:
+    kind: str  # which SDK: podman | docker
+    url: str
+    source: str  # where it was found, for messages: "--url", "CONTAINER_HOST", ...
+    local: LocalPodman | None = field(default=None, repr=False)
+    started: bool = False  # True when this process started the service (and must stop it)
+
+    def connect(self) -> Engine:
+        if self.kind == "podman":
+            from builder.engines.podman import PodmanEngine
+
+            return PodmanEngine(self.url)
+        from builder.engines.docker import DockerEngine
+
+        return DockerEngine(self.url)
+
+    started_at: float = 0.0
+
+    def close(self) -> None:
+        """Stop the isolated service if this process started it. A build the service was
+        running when it stopped (Ctrl-C) leaves buildah's working container in storage: those
+        created since the service started are removed, so nothing stray is left behind."""
+        if not (self.started and self.local is not None):
+            return
+        self.local.stop_service()
+        self.started = False
+        with contextlib.suppress(EngineError, ValueError, OSError, subprocess.SubprocessError):
+            listed = json.loads(self.local.podman("ps", "--all", "--external", "--format", "json"))
+            stray = [
+                c["Id"]
+                for c in listed
+                if c.get("State") == "storage"
+                and int(c.get("Created", 0)) >= self.started_at
+                and any("-working-container" in n for n in c.get("Names", ()))
+            ]
+            if stray:
+                self.local.podman("rm", "--force", *stray, check=False)
+
+
+def unix_ping(path: Path, timeout: float = 2.0) -> bool:
+    """True when an API answers GET /_ping with 200 on this unix socket."""
+    if not path.is_socket():
+        return False
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(str(path))
+            s.sendall(b"GET /_ping HTTP/1.0\r\nHost: d\r\n\r\n")
+            head = s.recv(64)
+    except OSError:
+        return False
+    return head.startswith(b"HTTP/1.") and b" 200 " in head
+
+
+def _reachable(url: str) -> bool:
+    if url.startswith("unix://"):
+        return unix_ping(Path(url.removeprefix("unix://")))
+    return True  # tcp:// and ssh:// are tried by the SDK itself (connect checks the version)
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    kind: str
+    url: str
+    source: str
+    explicit: bool
+
+
+def _candidates(
+    engine: str | None,
+    url: str | None,
+    env: Mapping[str, str],
+    docker_sockets: Sequence[Path],
+    rootful_podman: Path,
+) -> list[_Candidate]:
+    out: list[_Candidate] = []
+    if url:
+        return [_Candidate(engine or "podman", url, "--url", True)]
+    if env.get("CONTAINER_HOST"):
+        out.append(_Candidate(engine or "podman", env["CONTAINER_HOST"], "CONTAINER_HOST", True))
+    if env.get("DOCKER_HOST") and engine != "podman":
+        out.append(_Candidate("docker", env["DOCKER_HOST"], "DOCKER_HOST", True))
+    if out:
+        return out[:1]
+    podmans = [(rootful_podman, "rootful podman socket")]
+    runtime_dir = env.get("XDG_RUNTIME_DIR")
+    if runtime_dir:
+        podmans.append((Path(runtime_dir) / "podman" / "podman.sock", "rootless podman socket"))
+    dockers = [(p, "docker socket") for p in docker_sockets]
+    if runtime_dir:
+        dockers.append((Path(runtime_dir) / "docker.sock", "rootless docker socket"))
+    if engine == "docker":
+        sockets = [("docker", p, s) for p, s in dockers] + [("docker", p, s) for p, s in podmans]
+    elif engine == "podman":
+        sockets = [("podman", p, s) for p, s in podmans]
+    else:
+        sockets = [("podman", p, s) for p, s in podmans] + [("docker", p, s) for p, s in dockers]
+    return [_Candidate(k, f"unix://{p}", f"{s} {p}", False) for k, p, s in sockets]
+
+
+def discover(
+    engine: str | None = None,
+    url: str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    docker_sockets: Sequence[Path] = DOCKER_SOCKETS,
+    rootful_podman: Path = ROOTFUL_PODMAN,
+    log: Callable[[str], None] = lambda _msg: None,
+) -> Endpoint:
+    """The first reachable engine in the documented order; starts the isolated podman service
+    of $TRAINIMG_PODMAN_ROOT when that is where the order leads (Endpoint.close stops it)."""
+    if engine is not None and engine not in KINDS:
+        raise EngineError(f"unknown engine {engine!r}: choose {' or '.join(KINDS)}")
+    env = os.environ if env is None else env
+    candidates = _candidates(engine, url, env, docker_sockets, rootful_podman)
+    if candidates and candidates[0].explicit:
+        c = candidates[0]
+        if not _reachable(c.url):
+            raise EngineUnavailable(
+                f"no engine answers at {c.url} (from {c.source}); " + HOW_TO_START
+            )
+        return Endpoint(c.kind, c.url, c.source)
+    root = env.get(ROOT_ENV)
+    if root:
+        local = LocalPodman(Path(root))
+        since = int(time.time())
+        answering = unix_ping(local.socket_path)
+        try:
+            found = local.start_service()
+        except EngineError as exc:
+            raise EngineUnavailable(f"{ROOT_ENV}={root}: {exc}") from None
+        except BaseException:
+            local.stop_service()  # Ctrl-C while it starts: leave no service behind
+            raise
+        if not answering:
+            log(f"started an isolated podman service on {found} ({ROOT_ENV})")
+        return Endpoint(engine or "podman", found, ROOT_ENV, local, not answering, since)
+    for c in candidates:
+        if _reachable(c.url):
+            return Endpoint(c.kind, c.url, c.source)
+    tried = ", ".join(c.source for c in candidates) or "nothing"
+    raise EngineUnavailable(
+        "no container engine is reachable (tried CONTAINER_HOST, DOCKER_HOST, "
+        f"{ROOT_ENV}, {tried}); " + HOW_TO_START
+    )

@@ -1,0 +1,256 @@
+"""End to end against a real podman service, through BOTH SDKs: build the CPU cell from the
+wheelhouse, air-gapped; run the bundled trainer's --help in a container; check labels and the
+record; skip an unchanged cell; and prove that a trainer-only change rebuilds only the trainer
+layer (layer ids and the build's own cache hits, per engine - measured, not assumed)."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from builder import lock
+from builder.build import Builder, BuildOptions, Outcome, Plan, plan_cells
+from builder.context import trainer_version
+from builder.engines.base import BuildFailed, Engine, RunSpec
+from builder.engines.docker import DockerEngine
+from builder.engines.podman import PodmanEngine
+from builder.workspace import open_workspace
+from tests.build.helpers import CPU_CELL, REPO, RecordingUi, steps_and_cache
+from tests.conftest import CACHE
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+ENGINES: dict[str, Callable[[str], Engine]] = {"podman": PodmanEngine, "docker": DockerEngine}
+TEST_LABEL = "io.trainimg.test"
+
+
+def build_cell(
+    connect: Callable[[], Engine], opts: BuildOptions
+) -> tuple[Plan, Outcome, RecordingUi]:
+    ws = open_workspace(REPO / "matrix.yaml")
+    engine = connect()
+    try:
+        (plan,) = plan_cells(ws, [ws.cell(CPU_CELL)], engine, opts)
+    finally:
+        engine.close()
+    ui = RecordingUi()
+    assert opts.lock_path is not None and opts.work_dir is not None
+    (out,) = Builder(connect, opts, opts.lock_path, opts.work_dir, ui).run([plan])
+    return plan, out, ui
+
+
+@dataclass
+class Built:
+    kind: str
+    connect: Callable[[], Engine]
+    opts: BuildOptions
+    plan: Plan
+    outcome: Outcome
+    lines: list[str]
+
+    def build(self, **kw: object) -> tuple[Plan, Outcome, RecordingUi]:
+        """The same cell again (no force), with `kw` changed."""
+        return build_cell(self.connect, dataclasses.replace(self.opts, force=False, **kw))  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module", params=sorted(ENGINES))
+def built(
+    request: pytest.FixtureRequest,
+    podman_service: str,
+    offline_base: str,
+    wheelhouse: Path,
+    trainer_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Built:
+    """The CPU cell built through one SDK. A fixed repository per engine keeps its layers
+    cached between sessions; `force` makes this session's build really go through the SDK
+    even when the content-hash tag is already there."""
+    kind = str(request.param)
+
+    def connect() -> Engine:
+        return ENGINES[kind](podman_service)
+
+    opts = BuildOptions(
+        repository=f"localhost/trainimg-test-{kind}",
+        wheelhouse=wheelhouse,
+        trainer_dir=trainer_dir,
+        lock_path=tmp_path_factory.mktemp(f"built-{kind}") / "lock.json",
+        work_dir=CACHE / "build",
+        force=True,
+    )
+    plan, out, ui = build_cell(connect, opts)
+    if out.status != "built":
+        pytest.fail(f"{kind}: {out.status}: {out.error}\n" + "\n".join(out.log_tail))
+    return Built(kind, connect, opts, plan, out, ui.lines)
+
+
+def test_builds_the_cell_through_the_sdk(built: Built, trainer_dir: Path) -> None:
+    steps = steps_and_cache(built.lines)
+    assert steps and steps[0][0].startswith("FROM localhost/trainimg-base:bookworm")
+    assert any("pip install" in s for s, _ in steps)
+    engine = built.connect()
+    try:
+        info = engine.inspect_image(built.plan.cell_tag)
+    finally:
+        engine.close()
+    assert info.id == built.outcome.image_id
+    assert built.plan.hash_tag in info.tags
+    labels = info.labels
+    assert labels["io.trainimg.cell"] == CPU_CELL
+    assert labels["io.trainimg.torch.version"] == "2.13.0+cpu"
+    assert labels["io.trainimg.accelerator"] == "cpu"
+    assert labels["io.trainimg.trainer.version"] == trainer_version(trainer_dir)
+    assert labels["io.trainimg.build.hash"] == built.plan.content_hash
+    assert info.user == "1000:1000"
+    assert info.entrypoint == ("/opt/venv/bin/python", "-m", "trainer")
+    rec = lock.read(built.opts.lock_path)[CPU_CELL]  # type: ignore[arg-type]
+    assert rec.image_id == info.id and rec.size == info.size and rec.engine == built.kind
+    assert sorted(rec.tags) == sorted([built.plan.cell_tag, built.plan.hash_tag])
+    assert rec.base_image == "localhost/trainimg-base:bookworm"
+    assert rec.base_digest and rec.base_digest.startswith("sha256:")
+    assert rec.labels == dict(labels)
+
+
+def test_trainer_help_runs_in_a_container(built: Built) -> None:
+    engine = built.connect()
+    try:
+        before = engine.containers(label=TEST_LABEL)
+        result = engine.run(
+            RunSpec(built.plan.cell_tag, command=["--help"], labels={TEST_LABEL: "help"}),
+            timeout=300,
+        )
+        after = engine.containers(label=TEST_LABEL)
+        who = engine.run(
+            RunSpec(built.plan.cell_tag, entrypoint=["id", "-u"], labels={TEST_LABEL: "id"}),
+            timeout=60,
+        )
+    finally:
+        engine.close()
+    assert result.exit_code == 0, result.stderr
+    assert "usage:" in result.stdout.lower()
+    assert after == before  # the container was removed
+    assert who.stdout.strip() == "1000"
+
+
+def test_unchanged_cell_is_skipped(built: Built) -> None:
+    path = built.opts.lock_path
+    assert path is not None
+    before = path.read_bytes()
+    plan, out, _ui = built.build()
+    assert plan.content_hash == built.plan.content_hash
+    assert out.status == "skipped"
+    assert out.image_id == built.outcome.image_id
+    assert path.read_bytes() == before
+
+
+def test_trainer_only_change_rebuilds_only_the_trainer_layer(
+    built: Built, trainer_dir: Path, tmp_path: Path
+) -> None:
+    changed = tmp_path / "trainer"
+    shutil.copytree(trainer_dir, changed, ignore=shutil.ignore_patterns("__pycache__"))
+    with (changed / "__main__.py").open("a") as fh:
+        fh.write(f"\n# trainer-only change {tmp_path.name}\n")
+    plan, out, ui = built.build(trainer_dir=changed)
+    engine = built.connect()
+    try:
+        try:
+            assert out.status == "built", out.error
+            assert plan.content_hash != built.plan.content_hash
+            old = engine.inspect_image(built.plan.hash_tag)  # the old image keeps its name
+            new = engine.inspect_image(out.image_id)
+            # Layer ids: everything below the trainer is shared, only the top layer differs.
+            assert len(new.layers) == len(old.layers)
+            assert new.layers[:-1] == old.layers[:-1]
+            assert new.layers[-1] != old.layers[-1]
+            # The engine's own account: every step before the trainer's COPY came from the
+            # cache, the COPY did not.
+            steps = steps_and_cache(ui.lines)
+            copy = next(
+                i for i, (s, _) in enumerate(steps) if s.startswith("COPY") and "trainer/" in s
+            )
+            assert all(cached for _, cached in steps[1:copy]), steps[:copy]
+            assert not steps[copy][1]
+            assert out.cached_steps == copy - 1
+        finally:  # put the cell tag back on the module's image; drop the changed one
+            engine.tag(built.outcome.image_id, plan.cell_tag)
+            engine.remove_image(plan.hash_tag)
+    finally:
+        engine.close()
+
+
+def test_cpu_image_fixture_is_the_default_cell(cpu_image: str, podman_service: str) -> None:
+    """The session fixture the verify tests use: the default cell, built by this builder."""
+    assert cpu_image == f"localhost/trainimg:{CPU_CELL}"
+    engine = PodmanEngine(podman_service)
+    try:
+        info = engine.inspect_image(cpu_image)
+        result = engine.run(RunSpec(cpu_image, labels={TEST_LABEL: "cpu-image"}), timeout=300)
+    finally:
+        engine.close()
+    assert info.labels["io.trainimg.cell"] == CPU_CELL
+    assert f"localhost/trainimg:{info.labels['io.trainimg.build.hash']}" in info.tags
+    assert result.exit_code == 0 and "usage:" in result.stdout.lower()  # CMD is --help
+
+
+@pytest.fixture(params=sorted(ENGINES))
+def engine(request: pytest.FixtureRequest, podman_service: str) -> Iterator[Engine]:
+    e = ENGINES[str(request.param)](podman_service)
+    try:
+        yield e
+    finally:
+        e.close()
+
+
+def test_build_a_directory_with_tags(engine: Engine, offline_base: str, tmp_path: Path) -> None:
+    """What verify does to make a deliberately broken image: a directory context, tags given."""
+    (tmp_path / "Containerfile").write_text(
+        f"FROM {offline_base}\nCOPY hello.txt /hello.txt\nUSER 0\n"
+    )
+    (tmp_path / "hello.txt").write_text(f"hello from {tmp_path.name}\n")
+    ref = f"localhost/trainimg-t{tmp_path.name[-6:].lower()}:{engine.name}"
+    lines: list[str] = []
+    try:
+        result = engine.build(
+            tmp_path, [ref], labels={"io.trainimg.test": "dir"}, on_log=lines.append
+        )
+        info = engine.inspect_image(ref)
+        assert info.id == result.image_id
+        assert info.user == "0"
+        assert info.labels["io.trainimg.test"] == "dir"
+        assert result.steps == len([x for x in lines if x.startswith("STEP ")]) >= 3
+        out = engine.run(RunSpec(ref, entrypoint=["cat", "/hello.txt"], labels={TEST_LABEL: "dir"}))
+        assert out.exit_code == 0 and out.stdout == f"hello from {tmp_path.name}\n"
+    finally:
+        engine.remove_image(ref)
+    assert not engine.image_exists(ref)
+    engine.remove_image(ref)  # already gone: no error
+
+
+def test_start_and_remove_a_container(engine: Engine, offline_base: str) -> None:
+    spec = RunSpec(offline_base, entrypoint=["sleep", "infinity"], labels={TEST_LABEL: "start"})
+    name = engine.start(spec)
+    try:
+        assert name in engine.containers(label=TEST_LABEL)
+        assert name not in engine.containers(label=f"{TEST_LABEL}=other")
+    finally:
+        engine.remove_container(name)
+    assert name not in engine.containers(label=TEST_LABEL)
+    engine.remove_container(name)  # already gone: no error
+
+
+def test_failing_run_step_is_a_build_failure_with_its_log(
+    engine: Engine, offline_base: str, tmp_path: Path
+) -> None:
+    (tmp_path / "Containerfile").write_text(
+        f"FROM {offline_base}\nRUN echo 'the last words' && exit 7\n"
+    )
+    with pytest.raises(BuildFailed) as err:
+        engine.build(tmp_path)
+    assert "exit status 7" in str(err.value)
+    assert "the last words" in err.value.log_tail
+    assert err.value.exit_code == 1

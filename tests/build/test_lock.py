@@ -1,0 +1,82 @@
+"""images/lock.json: the schema other parts read, one cell at a time, never half-written."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from builder import lock
+from builder.lock import BuildRecord, LockFileError
+
+KEYS = {"image_id", "tags", "digest", "size", "base_image", "base_digest", "labels", "torch",
+        "cuda", "engine", "built_at", "content_hash"}  # fmt: skip
+
+
+def record(image: str = "sha256:" + "a" * 64, chash: str = "0123456789abcdef") -> BuildRecord:
+    return BuildRecord(
+        image_id=image,
+        tags=["localhost/trainimg:cell", f"localhost/trainimg:{chash}"],
+        digest="sha256:" + "d" * 64,
+        size=1_180_000_000,
+        base_image="localhost/trainimg-base:bookworm",
+        base_digest=None,
+        labels={"io.trainimg.cell": "cell"},
+        torch="2.13.0+cpu",
+        cuda=None,
+        engine="podman",
+        built_at="2026-01-01T00:00:00Z",
+        content_hash=chash,
+    )
+
+
+def test_schema(tmp_path: Path) -> None:
+    path = tmp_path / "images" / "lock.json"
+    lock.update(path, "cell", record())
+    data = json.loads(path.read_text())
+    assert data["schema"] == 1
+    assert set(data["cells"]["cell"]) == KEYS
+    assert lock.read(path) == {"cell": record()}
+
+
+def test_update_keeps_other_cells(tmp_path: Path) -> None:
+    path = tmp_path / "lock.json"
+    lock.update(path, "one", record())
+    lock.update(path, "two", record("sha256:" + "b" * 64))
+    lock.update(path, "one", record("sha256:" + "c" * 64))
+    got = lock.read(path)
+    assert got["one"].image_id == "sha256:" + "c" * 64
+    assert got["two"].image_id == "sha256:" + "b" * 64
+    assert list(json.loads(path.read_text())["cells"]) == ["one", "two"]
+
+
+def test_failed_write_leaves_previous_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "lock.json"
+    lock.update(path, "one", record())
+    before = path.read_bytes()
+
+    def boom(src: str, dst: str) -> None:
+        raise KeyboardInterrupt  # Ctrl-C at the worst moment: after the temp file is written
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(KeyboardInterrupt):
+        lock.update(path, "two", record("sha256:" + "b" * 64))
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lock.json"]  # no temp file left
+
+
+def test_absent_is_empty_and_garbage_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "lock.json"
+    assert lock.read(path) == {}
+    path.write_text("{not json")
+    with pytest.raises(LockFileError, match="unreadable"):
+        lock.read(path)
+    path.write_text(json.dumps({"schema": 2, "cells": {}}))
+    with pytest.raises(LockFileError, match="schema 1"):
+        lock.read(path)
+    path.write_text(json.dumps({"schema": 1, "cells": {"c": {"image_id": "x"}}}))
+    with pytest.raises(LockFileError, match="lacks"):
+        lock.read(path)
