@@ -18,6 +18,8 @@ from builder import arches
 from builder.commands.common import shared_options
 from builder.errors import TrainimgError
 from builder.fatbin import scan_paths
+from builder.verify import connect
+from builder.verify.connect import add_engine_options
 from builder.verify.scan import IMAGE_ROOTS, scan_image
 from builder.verify.target import resolve_image
 
@@ -53,12 +55,7 @@ def register(sub: Any) -> None:
         metavar="DIR",
         help=f"where to look inside an image (default: {' '.join(IMAGE_ROOTS)})",
     )
-    p.add_argument(
-        "--engine",
-        choices=("podman", "docker"),
-        default=None,
-        help="the engine that holds the image (default: the first that answers)",
-    )
+    add_engine_options(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.add_argument(
         "--all",
@@ -73,13 +70,8 @@ def scan_target(args: argparse.Namespace) -> tuple[str, str, dict[str, Any]]:
     if os.path.exists(args.target):
         return "path", os.path.abspath(args.target), scan_paths([args.target]).to_dict()
     image = resolve_image(args.target, args.matrix)
-    from builder.verify.connect import connect
-
-    engine = connect(args.engine)
-    try:
+    with connect.engine_session(args.engine, args.url) as engine:
         return "image", image, scan_image(engine, image, args.root or IMAGE_ROOTS)
-    finally:
-        engine.close()
 
 
 def judge(scan: dict[str, Any], gpu_args: list[str]) -> list[dict[str, Any]]:

@@ -14,6 +14,8 @@ from typing import Any
 
 from builder.commands.common import shared_options
 from builder.errors import TrainimgError
+from builder.verify import connect
+from builder.verify.connect import add_engine_options
 from builder.verify.runner import CHECKS, DEFAULT_STEPS, verify
 from builder.verify.scan import IMAGE_ROOTS
 from builder.verify.target import load_workspace, resolve_image
@@ -38,12 +40,7 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("target", metavar="IMAGE|CELL")
-    p.add_argument(
-        "--engine",
-        choices=("podman", "docker"),
-        default=None,
-        help="the engine (default: the first that answers)",
-    )
+    add_engine_options(p)
     p.add_argument(
         "--gpus",
         choices=("auto", "on", "off"),
@@ -78,10 +75,7 @@ def run(args: argparse.Namespace) -> int:
         raise TrainimgError(f"--steps {args.steps}: need at least 2 steps to see the loss fall")
     image = resolve_image(args.target, args.matrix)
     ws = load_workspace(args.matrix)
-    from builder.verify.connect import connect
-
-    engine = connect(args.engine)
-    try:
+    with connect.engine_session(args.engine, args.url) as engine:
         report = verify(
             engine,
             image,
@@ -92,8 +86,6 @@ def run(args: argparse.Namespace) -> int:
             only=args.only,
             roots=args.root or IMAGE_ROOTS,
         )
-    finally:
-        engine.close()
     if args.json == "-":
         print(report.to_json())
         print(report.text(), file=sys.stderr)

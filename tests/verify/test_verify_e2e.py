@@ -3,8 +3,10 @@ reason), images broken on purpose fail the right checks, and no container is eve
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +99,7 @@ def test_cli_reports(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setattr(connect_mod, "connect", lambda preference: _Unclosed(verify_engine))
+    monkeypatch.setattr(connect_mod, "engine_session", _session(verify_engine))
     out_json, out_xml = tmp_path / "r.json", tmp_path / "r.xml"
     rc = main(
         [
@@ -141,17 +143,14 @@ def test_cli_reports(
     assert "no-such-image" in capsys.readouterr().err
 
 
-class _Unclosed:
-    """The session's engine, handed to the CLI without letting it close it."""
+def _session(engine: Any) -> Any:
+    """engine_session for the CLI: hands over the test session's engine and leaves it open."""
 
-    def __init__(self, engine: Any) -> None:
-        self._engine = engine
+    @contextlib.contextmanager
+    def session(preference: str | None, url: str | None = None) -> Iterator[Any]:
+        yield engine
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._engine, name)
-
-    def close(self) -> None:
-        pass
+    return session
 
 
 def test_no_container_left_after_20_runs(
@@ -199,7 +198,7 @@ def test_arches_of_an_image(
 ) -> None:
     """The reader runs inside the image: the CPU cell's torch has no device code, but torchao's
     optional extensions do (sm_90a CUTLASS kernels; MXFP8 for sm_100 + compute_120 PTX)."""
-    monkeypatch.setattr(connect_mod, "connect", lambda preference: _Unclosed(verify_engine))
+    monkeypatch.setattr(connect_mod, "engine_session", _session(verify_engine))
     assert main(["arches", verify_cpu_image, "--json", "--gpu", "h100"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["kind"] == "image" and data["errors"] == []
