@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.check import first_error
-from builder.errors import TrainimgError
+from builder.errors import MatrixError, TrainimgError
 from builder.matrix.expand import Expansion, expand
 from builder.matrix.load import load_matrix
 from builder.matrix.model import Cell, Matrix
@@ -56,8 +56,29 @@ def open_workspace(
     day = today or dt.date.today()
     matrix = load_matrix(path)
     expansion = expand(matrix)
+    _check_defaults(matrix, expansion)
     if strict:
         err = first_error(matrix, expansion, day)
         if err is not None:
             raise err
     return Workspace(path.resolve().parent, matrix, expansion, day)
+
+
+def _check_defaults(matrix: Matrix, expansion: Expansion) -> None:
+    """project.default_cell (and default_gpu_cell) must name cells the matrix produces."""
+    wanted = (
+        ("default_cell", matrix.project.default_cell, None),
+        ("default_gpu_cell", matrix.project.default_gpu_cell, "cuda"),
+    )
+    for key, name, accelerator in wanted:
+        if name is None:
+            continue
+        cell = expansion.find(name)
+        keypath = f"project.{key}"
+        line = matrix.lines.get(keypath)
+        if cell is None:
+            why = f"{name!r} is not a cell of this matrix (see `trainimg matrix list --all`)"
+            raise MatrixError(matrix.path, why, keypath, line)
+        if accelerator and cell.accelerator != accelerator:
+            why = f"{name!r} is a {cell.accelerator} cell; this key names a {accelerator} cell"
+            raise MatrixError(matrix.path, why, keypath, line)

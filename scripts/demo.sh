@@ -11,15 +11,14 @@
 #
 # Environment:
 #   TRAINIMG_DEMO_MODE=auto|cpu|gpu  force a path (default auto: detect as above)
-#   TRAINIMG_GPU_CELL=<cell>         the cu128 cell of the GPU path
+#   TRAINIMG_GPU_CELL=<cell>         the cu128 cell of the GPU path (default: the matrix's
+#                                    project.default_gpu_cell)
 #   TRAINIMG_PODMAN_ROOT=<dir>       the isolated podman store (default .cache/podman); set it to
 #                                    an empty string to use the host's own podman instead
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# TODO(lead): the matrix has no `project.default_gpu_cell`; until it does, the GPU path uses
-# this cell (newest torch on the RHEL-family runtime flavour).
-GPU_CELL="${TRAINIMG_GPU_CELL:-rocky9-cu128-py3.12-torch2.11.0-runtime}"
+GPU_CELL="${TRAINIMG_GPU_CELL:-}"
 MODE="${TRAINIMG_DEMO_MODE:-auto}"
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
@@ -53,6 +52,9 @@ except OSError:
     sys.exit(1)
 EOF
 }
+gpu_cell() {
+    python -c 'from builder.workspace import open_workspace as o; print(o().matrix.project.default_gpu_cell or "")'
+}
 gpu_base() {
     python - "$GPU_CELL" <<'EOF'
 import sys
@@ -61,6 +63,7 @@ print(open_workspace().cell(sys.argv[1]).os.base)
 EOF
 }
 
+[ -n "$GPU_CELL" ] || GPU_CELL="$(gpu_cell)"
 if [ "$MODE" = auto ]; then
     MODE=cpu
     if has_gpu; then

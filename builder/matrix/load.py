@@ -73,6 +73,7 @@ def _project(r: Reader, value: Any) -> m.Project:
         value,
         kp,
         ("repository", "title", "vendor", "licenses", "source", "name_format", "default_cell"),
+        ("default_gpu_cell",),
     )
     repo = r.text(d["repository"], f"{kp}.repository", v.IMAGE_REF)
     if ":" in repo.rsplit("/", 1)[-1]:
@@ -92,6 +93,11 @@ def _project(r: Reader, value: Any) -> m.Project:
         source=r.text(d["source"], f"{kp}.source", v.URL),
         name_format=fmt,
         default_cell=r.text(d["default_cell"], f"{kp}.default_cell", v.CELL_NAME),
+        default_gpu_cell=(
+            r.text(d["default_gpu_cell"], f"{kp}.default_gpu_cell", v.CELL_NAME)
+            if d.get("default_gpu_cell") is not None
+            else None
+        ),
     )
 
 

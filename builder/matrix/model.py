@@ -105,7 +105,8 @@ class Project:
     licenses: str
     source: str
     name_format: str
-    default_cell: str
+    default_cell: str  # what `trainimg build` and the demo build without a GPU or registry
+    default_gpu_cell: str | None = None  # the demo's cell on a host with a GPU and a registry
 
 
 @dataclass(frozen=True)
