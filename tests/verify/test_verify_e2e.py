@@ -62,7 +62,8 @@ def test_cpu_image_passes_or_skips_with_reasons(verify_cpu_image: str, verify_en
         "train_fp8_fwd",
     ):
         assert got[name] == "passed", report.text()
-    assert got["trainer_version"] in ("passed", "skipped")
+    if (REPO / "trainer" / "__init__.py").is_file():  # the version this tree bundles
+        assert got["trainer_version"] == "passed", report.text()
     bf16 = " ".join(next(c for c in report.checks if c.name == "train_bf16").details)
     assert "on the CPU, not a GPU" in bf16
     assert verify_engine.containers(LABEL) == []
