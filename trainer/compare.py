@@ -14,7 +14,7 @@ from typing import Any
 
 from trainer.loop import Outcome
 from trainer.mfu import mfu
-from trainer.plot import Series, line_plot
+from trainer.plot import Panel, Series, chart
 
 
 @dataclass(frozen=True)
@@ -86,13 +86,22 @@ def summarize(a: Side, b: Side) -> dict[str, Any]:
 def write(summary: dict[str, Any], a: Side, b: Side, out_dir: Path) -> tuple[Path, Path]:
     stem = f"compare_{a.name}_vs_{b.name}"
     json_path, png_path = out_dir / f"{stem}.json", out_dir / f"{stem}.png"
+    steps = sorted(set(a.losses) & set(b.losses))
+    diff = [(st, b.losses[st] - a.losses[st]) for st in steps]
     png_path.write_bytes(
-        line_plot(
+        chart(
             [
-                Series(a.name, sorted(a.losses.items())),
-                Series(b.name, sorted(b.losses.items())),
-            ],
-            title=f"loss per step: {a.name} vs {b.name}",
+                Panel(
+                    f"loss per step: {a.name} vs {b.name}",
+                    [
+                        Series(a.name, sorted(a.losses.items())),
+                        Series(b.name, sorted(b.losses.items())),
+                    ],
+                ),
+                Panel(
+                    f"loss difference {b.name} - {a.name}", [Series(f"{b.name} - {a.name}", diff)]
+                ),
+            ]
         )
     )
     json_path.write_text(json.dumps(summary | {"png": str(png_path)}, indent=1) + "\n")

@@ -5,9 +5,10 @@ is how the tests run two processes on one machine). Gradient sync follows `grad_
 communication hook casts buckets to that dtype for the all-reduce, and FSDP2's
 MixedPrecisionPolicy takes it as `reduce_dtype` (with `param_dtype` the matmul dtype, so the
 sharded master weights stay in `master_weights`).
-"""
 
-from __future__ import annotations
+No `from __future__ import annotations` here: DDP inspects a comm hook's annotations at
+registration and refuses string annotations.
+"""
 
 import contextlib
 import os
@@ -93,10 +94,13 @@ def shutdown() -> None:
         dist.destroy_process_group()
 
 
-def _allreduce_in(dtype: torch.dtype) -> Callable[[Any, Any], torch.futures.Future[torch.Tensor]]:
+CommHook = Callable[[Any, dist.GradBucket], torch.futures.Future[torch.Tensor]]
+
+
+def _allreduce_in(dtype: torch.dtype) -> CommHook:
     """A DDP comm hook that averages each bucket in `dtype` and writes it back."""
 
-    def hook(state: Any, bucket: Any) -> torch.futures.Future[torch.Tensor]:
+    def hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
         buffer: torch.Tensor = bucket.buffer()
         wire = buffer.to(dtype).div_(dist.get_world_size())
         work = dist.all_reduce(wire, async_op=True)

@@ -9,6 +9,7 @@ the state dict has the same keys, so torch's distributed state-dict helpers hand
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable
 from typing import Any
@@ -40,6 +41,19 @@ class AdamW(torch.optim.Optimizer):
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}
         super().__init__(params, defaults)
         self.state_dtype = state_dtype
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """torch casts loaded moments to the parameter dtype (fp32 → bf16 under BF16 weights);
+        take them again from `state_dict` in `state_dtype`, or a resume would not be exact."""
+        super().load_state_dict(state_dict)
+        saved_ids = itertools.chain.from_iterable(g["params"] for g in state_dict["param_groups"])
+        params = itertools.chain.from_iterable(g["params"] for g in self.param_groups)
+        by_id = dict(zip(saved_ids, params, strict=True))
+        for pid, saved in state_dict["state"].items():
+            p = by_id[pid]
+            for key in ("exp_avg", "exp_avg_sq"):
+                if key in saved:
+                    self.state[p][key] = saved[key].to(device=p.device, dtype=self.state_dtype)
 
     @torch.no_grad()
     def step(self, closure: None = None) -> None:  # type: ignore[override]

@@ -7,6 +7,7 @@ legend. Text is upper-cased; the font covers digits, letters and a little punctu
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Final
 
@@ -102,16 +103,21 @@ class Series:
     points: list[tuple[int, float]]
 
 
+@dataclass(frozen=True)
+class Panel:
+    title: str
+    series: list[Series]
+
+
 def _ticks(lo: float, hi: float, count: int) -> list[float]:
     return [lo + (hi - lo) * i / (count - 1) for i in range(count)]
 
 
-def line_plot(series: list[Series], title: str, width: int = 720, height: int = 420) -> bytes:
-    """A PNG of the series against a shared x/y range."""
-    canvas = Canvas(width, height)
-    left, right, top, bottom = 70, width - 20, 40, height - 40
-    xs = [x for s in series for x, _ in s.points]
-    ys = [y for s in series for _, y in s.points if y == y]
+def _draw_panel(canvas: Canvas, panel: Panel, top: int, height: int) -> None:
+    left, right, bottom = 70, canvas.width - 20, top + height - 40
+    plot_top = top + 32
+    xs = [x for s in panel.series for x, _ in s.points]
+    ys = [y for s in panel.series for _, y in s.points if math.isfinite(y)]
     x_lo, x_hi = min(xs), max(xs)
     y_lo, y_hi = min(ys), max(ys)
     pad = (y_hi - y_lo) * 0.05 or 0.5
@@ -122,23 +128,30 @@ def line_plot(series: list[Series], title: str, width: int = 720, height: int = 
         return round(left + (x - x_lo) / x_span * (right - left))
 
     def py(y: float) -> int:
-        return round(bottom - (y - y_lo) / (y_hi - y_lo) * (bottom - top))
+        return round(bottom - (y - y_lo) / (y_hi - y_lo) * (bottom - plot_top))
 
-    for y in _ticks(y_lo, y_hi, 6):
+    for y in _ticks(y_lo, y_hi, 5):
         canvas.line(left, py(y), right, py(y), GRID)
         canvas.text(4, py(y) - 5, f"{y:.3f}")
     for x in _ticks(x_lo, x_hi, 6):
-        canvas.line(px(x), top, px(x), bottom, GRID)
+        canvas.line(px(x), plot_top, px(x), bottom, GRID)
         canvas.text(px(x) - 8, bottom + 8, f"{round(x)}")
-    canvas.line(left, top, left, bottom, BLACK)
+    canvas.line(left, plot_top, left, bottom, BLACK)
     canvas.line(left, bottom, right, bottom, BLACK)
-    canvas.text(left, 12, title)
-    legend_y = top + 8
-    for color, s in zip(PALETTE, series, strict=False):
-        pts = [(px(x), py(y)) for x, y in s.points if y == y]
+    canvas.text(left, top + 10, panel.title)
+    legend_y = plot_top + 8
+    for color, s in zip(PALETTE, panel.series, strict=False):
+        pts = [(px(x), py(y)) for x, y in s.points if math.isfinite(y)]
         for (x0, y0), (x1, y1) in itertools.pairwise(pts):
             canvas.line(x0, y0, x1, y1, color, width=2)
         canvas.rect(right - 150, legend_y, right - 138, legend_y + 9, color)
         canvas.text(right - 132, legend_y, s.name)
         legend_y += 18
+
+
+def chart(panels: list[Panel], width: int = 720, panel_height: int = 320) -> bytes:
+    """A PNG with the panels stacked top to bottom, each with its own axes."""
+    canvas = Canvas(width, panel_height * len(panels))
+    for i, panel in enumerate(panels):
+        _draw_panel(canvas, panel, i * panel_height, panel_height)
     return canvas.png()

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-from pathlib import Path
 
 import torch
 
-from trainer import banner, compare
+from trainer import banner, checkpoint, compare
 from trainer.assemble import assemble
 from trainer.config import RunConfig, with_preset
 from trainer.distributed import Dist
@@ -50,7 +49,7 @@ def train_compare(
     """Train presets A and B from the same seed (same init, same batches), no checkpoints."""
     if cfg.checkpoint.resume is not None:
         raise BadInput("--compare trains both presets from scratch; drop --resume")
-    out_dir = Path(cfg.checkpoint.dir or ".")
+    out_dir = checkpoint.prepare_dir(cfg.checkpoint.dir or ".")
     runs: dict[str, compare.Side] = {}
     for name in names:
         side_cfg = with_preset(cfg, name)
