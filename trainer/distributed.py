@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch._C._distributed_c10d import GradBucket
 from torch.nn.parallel import DistributedDataParallel
 
 from trainer.config import TrainConfig
@@ -94,13 +95,13 @@ def shutdown() -> None:
         dist.destroy_process_group()
 
 
-CommHook = Callable[[Any, dist.GradBucket], torch.futures.Future[torch.Tensor]]
+CommHook = Callable[[Any, GradBucket], torch.futures.Future[torch.Tensor]]
 
 
 def _allreduce_in(dtype: torch.dtype) -> CommHook:
     """A DDP comm hook that averages each bucket in `dtype` and writes it back."""
 
-    def hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    def hook(state: Any, bucket: GradBucket) -> torch.futures.Future[torch.Tensor]:
         buffer: torch.Tensor = bucket.buffer()
         wire = buffer.to(dtype).div_(dist.get_world_size())
         work = dist.all_reduce(wire, async_op=True)
