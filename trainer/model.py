@@ -37,7 +37,7 @@ SIZES: Final = {
     "125m": Size(dim=768, n_layers=12, n_heads=12, ffn_dim=2048, max_seq_len=1024, lr=6e-4),
     "350m": Size(dim=1024, n_layers=24, n_heads=16, ffn_dim=2736, max_seq_len=2048, lr=3e-4),
     "760m": Size(dim=1536, n_layers=24, n_heads=16, ffn_dim=4096, max_seq_len=2048, lr=2.5e-4),
-    "1b": Size(dim=2048, n_layers=16, n_heads=16, ffn_dim=5504, max_seq_len=2048, lr=2e-4),
+    "1b": Size(dim=2048, n_layers=18, n_heads=16, ffn_dim=5504, max_seq_len=2048, lr=2e-4),
 }
 
 
@@ -198,12 +198,17 @@ class Transformer(nn.Module):
                 std = residual_std if name.endswith(("attn.proj", "mlp.down")) else 0.02
                 nn.init.normal_(module.weight, mean=0.0, std=std)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def logits(self, idx: torch.Tensor) -> torch.Tensor:
+        """(B, T) token ids to (B, T, vocab) next-token logits."""
         cos, sin = self.rope_cos, self.rope_sin
         x = self.embedding(idx).to(self.activation_dtype)
         for block, run in zip(self.blocks, self.block_runners, strict=True):
             x = run(block, x, cos, sin)
-        logits = self.head(self.norm(x))
+        out: torch.Tensor = self.head(self.norm(x))
+        return out
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        logits = self.logits(idx)
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
 
 
