@@ -204,3 +204,15 @@ def test_selective_recompute_trains_the_same(run_cli: RunCli, tmp_path: Path) ->
         == 0
     )
     assert losses(plain) == losses(sac)
+
+
+@pytest.mark.slow
+def test_compile_is_opt_in_and_trains_the_same(run_cli: RunCli, tmp_path: Path) -> None:
+    eager, compiled = tmp_path / "eager.jsonl", tmp_path / "compiled.jsonl"
+    common = ("train", *QUICK, "--preset", "bf16", "--steps", "3")
+    assert run_cli(*common, "--metrics-file", str(eager)).code == 0
+    res = run_cli(*common, "--compile", "--metrics-file", str(compiled))
+    assert res.code == 0, res.err
+    assert "torch.compile on" in res.out
+    a, b = losses(eager), losses(compiled)
+    assert a.keys() == b.keys() and all(abs(a[s] - b[s]) < 5e-3 for s in a)
