@@ -112,7 +112,7 @@ def _parse_fault(spec: str | None, steps: int) -> tuple[str, int] | None:
     return m.group(1), int(m.group(2))
 
 
-def _check_resume(loaded: checkpoint.Loaded, arch: Arch, plan: precision.Plan, steps: int) -> None:
+def _check_resume(loaded: checkpoint.Loaded, arch: Arch, plan: precision.Plan) -> None:
     stored_arch = loaded.meta.get("arch")
     if stored_arch != dataclasses.asdict(arch):
         raise BadInput(
@@ -127,11 +127,6 @@ def _check_resume(loaded: checkpoint.Loaded, arch: Arch, plan: precision.Plan, s
                 f"for {getattr(plan.config, key)}; the matmul precisions may change on resume, "
                 "the stored weights' and optimizer state's may not"
             )
-    if loaded.step >= steps:
-        raise BadInput(
-            f"checkpoint {loaded.path} is at step {loaded.step}, which is not below "
-            f"train.steps {steps}; raise --steps to train further"
-        )
 
 
 def _forward_context(plan: precision.Plan, device: torch.device) -> Callable[[], Any]:
@@ -202,7 +197,7 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
         if problems:
             raise BadInput("FP8 gradients: " + "; ".join(problems))
     if loaded is not None:
-        _check_resume(loaded, arch, plan, t.steps)
+        _check_resume(loaded, arch, plan)
 
     torch.manual_seed(t.seed)
     core = Transformer(arch, activation_dtype=plan.activation).to(plan.master)

@@ -193,7 +193,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_info(args: argparse.Namespace) -> int:
     data = collect()
-    print(json.dumps(data, indent=1) if args.json else human(data))
+    print(json.dumps(data) if args.json else human(data))
     return 0
 
 

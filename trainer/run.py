@@ -38,7 +38,7 @@ def train(cfg: RunConfig, d: Dist, sink: Sink, stop: StopRequest) -> Outcome:
         f"done: {outcome.status} at step {outcome.step}, loss {final:.4f}, "
         f"{tps or 0:,.0f} tok/s/dev, {outcome.wall_s:.1f} s"
         if final is not None
-        else f"done: {outcome.status} at step {outcome.step} (nothing left to train)"
+        else f"done: the checkpoint is at step {outcome.step}; nothing left to train"
     )
     return outcome
 

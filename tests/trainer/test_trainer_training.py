@@ -92,6 +92,9 @@ def test_resume_reproduces_the_uninterrupted_run(
     assert second.code == 0, second.err
     assert "resumed from" in second.out
     assert losses(parts) == losses(whole)  # bit for bit, steps 1-12
+    # A container restarted with --resume after the run finished has nothing to do.
+    again = run_cli(*common, "--ckpt-dir", str(ckpt), "--resume")
+    assert again.code == 0 and "nothing left to train" in again.out
 
 
 @pytest.mark.parametrize("fault", ["inf", "nan"])
