@@ -6,8 +6,9 @@ everything it promises (per-step NaN check and device sync, health windows, log 
 statistics on log steps, the learning-rate schedule).
 
 Time is the CPU time of the main thread with torch on one thread, so other processes on the
-machine (there usually are some) do not land in the numbers the way they do in wall time; the
-best of a few alternating rounds is reported. Target: overhead at most 5 %.
+machine (there usually are some) do not land in the numbers the way they do in wall time.
+Rounds alternate which side goes first, so order effects (allocator state, caches) fall on
+both, and the best round of each side is reported. Target: overhead at most 5 %.
 
     .venv/bin/python benchmarks/trainer_overhead.py [--steps 30] [--rounds 3]
 """
@@ -76,9 +77,13 @@ def main() -> None:
     print(f"{'model':<7}{'preset':<9}{'bare ms/step':>14}{'trainer ms/step':>17}{'overhead':>10}")
     for model, preset in CASES:
         bare, ours = [], []
-        for _ in range(args.rounds):
-            bare.append(bare_seconds(model, preset, args.steps))
-            ours.append(trainer_seconds(model, preset, args.steps))
+        for i in range(args.rounds):
+            if i % 2:
+                ours.append(trainer_seconds(model, preset, args.steps))
+                bare.append(bare_seconds(model, preset, args.steps))
+            else:
+                bare.append(bare_seconds(model, preset, args.steps))
+                ours.append(trainer_seconds(model, preset, args.steps))
         b, t = min(bare) * 1e3, min(ours) * 1e3
         print(f"{model:<7}{preset:<9}{b:>14.2f}{t:>17.2f}{t / b - 1:>+10.1%}")
 

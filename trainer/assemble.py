@@ -183,8 +183,9 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
         seq_len,
         vocab_size=cfg.model.vocab_size,
         seed=t.seed,
-        with_eval=t.eval_interval > 0,
     )
+    if t.eval_interval and source.file is not None and not source.file.eval_tokens:
+        raise BadInput("train.eval_interval needs a held-out split: set data.eval_fraction > 0")
     arch = resolve_arch(cfg.model, source.vocab_size)
     if t.batch_size % (t.grad_accum * d.world):
         raise BadInput(

@@ -63,6 +63,7 @@ class FileTokens:
     def __init__(self, tokens: np.ndarray, vocab_size: int, eval_tokens: int) -> None:
         self.tokens = tokens
         self.vocab_size = vocab_size
+        self.eval_tokens = eval_tokens
         self.train_end = len(tokens) - eval_tokens
 
     def sample(self, rng: np.random.Generator, count: int, length: int, split: str) -> Array:
@@ -96,10 +97,12 @@ def _scan_vocab(tokens: np.ndarray) -> int:
     return -(-(top + 1) // _VOCAB_ROUND) * _VOCAB_ROUND
 
 
-def open_source(
-    cfg: DataConfig, seq_len: int, *, vocab_size: int | None, seed: int, with_eval: bool
-) -> Source:
+def open_source(cfg: DataConfig, seq_len: int, *, vocab_size: int | None, seed: int) -> Source:
     """Open and check the data before any model is built (missing/empty/short → BadInput).
+
+    A file's last `eval_fraction` (at least one sequence) is held out whether or not this run
+    evaluates, so the training split, and with it a resumed run's batches, never depends on
+    the eval settings.
 
     `vocab_size` is the model's explicit setting, if any; otherwise the data decides it
     (256 for bytes and synthetic data, the largest token id for a .bin file).
@@ -132,12 +135,16 @@ def open_source(
         )
     tokens = np.memmap(path, dtype=dtype, mode="r")
     n = len(tokens)
-    eval_tokens = max(seq_len + 1, int(n * cfg.eval_fraction)) if with_eval else 0
+    eval_tokens = max(seq_len + 1, int(n * cfg.eval_fraction)) if cfg.eval_fraction else 0
     if n - eval_tokens < seq_len + 1:
         need = seq_len + 1 + eval_tokens
         raise BadInput(
             f"data file {path} holds {n} tokens; seq_len {seq_len} needs at least {need}"
-            + (" (train plus the held-out eval split)" if with_eval else "")
+            + (
+                " (train plus the held-out eval split; data.eval_fraction 0 drops it)"
+                if eval_tokens
+                else ""
+            )
         )
     vocab = vocab_size or (256 if kind == "text" else _scan_vocab(tokens))
     return Source(

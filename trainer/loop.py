@@ -33,23 +33,27 @@ from trainer.signals import StopRequest
 
 @dataclass
 class Outcome:
-    """What a run did, for the summary record and for --compare."""
+    """What a run did, for the summary record and for --compare (which asks for the curve)."""
 
     status: str
     step: int
+    first_loss: float | None = None
+    final_loss: float | None = None
     losses: dict[int, float] = field(default_factory=dict)
-    step_times: dict[int, float] = field(default_factory=dict)
     eval_loss: float | None = None
     peak_mem_gb: float = 0.0
     tokens: int = 0
     wall_s: float = 0.0
     checkpoint: str | None = None
     message: str | None = None
+    steady_steps: int = 0
+    steady_seconds: float = 0.0
 
-    def tokens_per_s(self, tokens_per_step: int, skip: int = 1) -> float | None:
-        """Steady-state tokens/s per device (the first `skip` steps warm up)."""
-        times = [t for s, t in sorted(self.step_times.items())][skip:]
-        return tokens_per_step * len(times) / sum(times) if times and sum(times) > 0 else None
+    def tokens_per_s(self, tokens_per_step: int) -> float | None:
+        """Tokens/s per device after the first step of this invocation (warm-up, compile)."""
+        if not self.steady_steps or self.steady_seconds <= 0:
+            return None
+        return tokens_per_step * self.steady_steps / self.steady_seconds
 
 
 def _rng_state() -> dict[str, Any]:
@@ -69,11 +73,19 @@ def _set_rng_state(state: dict[str, Any]) -> None:
 
 
 class Loop:
-    def __init__(self, run: Run, sink: Sink, stop: StopRequest, label: str | None = None) -> None:
+    def __init__(
+        self,
+        run: Run,
+        sink: Sink,
+        stop: StopRequest,
+        label: str | None = None,
+        keep_curve: bool = False,
+    ) -> None:
         self.run = run
         self.sink = sink
         self.stop = stop
         self.label = label
+        self.keep_curve = keep_curve
         cfg = run.cfg
         self.spikes = health.SpikeDetector(cfg.health)
         self.grad_norms = Window(cfg.health.grad_norm_window)
@@ -259,20 +271,13 @@ class Loop:
             )
             log_now = step % cfg.log_interval == 0 or step == last
             loss_t, norm_t = self._backward(step, lr, arm=log_now)
-            flag = 1.0 if self.stop.signum is not None else 0.0
-            shared = torch.stack([loss_t, torch.tensor(flag, device=loss_t.device)])
-            all_reduce(shared)
-            loss = shared[0].item() / run.dist.world
-            stop_votes = shared[1].item()
+            loss, stop_votes = self._agree(loss_t)
             grad_norm = norm_t.item()
             self._step_end(step, loss, grad_norm)
             now = time.perf_counter()
             times.append(now - tick)
             tick = now
-            self.outcome.step = step
-            self.outcome.losses[step] = loss
-            self.outcome.step_times[step] = times[-1]
-            self.outcome.tokens += self.tokens_per_step * run.dist.world
+            self._account(step, loss, times[-1])
             self.grad_norms.add(grad_norm)
             spike = self.spikes.observe(step, loss)
             if spike is not None:
@@ -287,22 +292,45 @@ class Loop:
                 times = []
             if t.eval_interval and (step % t.eval_interval == 0 or step == last):
                 self._evaluate(step)
-            if stop_votes > 0:
+            if step == last or stop_votes > 0 or (interval and step % interval == 0):
                 self.save_checkpoint(step)
-                signum = self.stop.signum if self.stop.signum is not None else 15
-                raise Interrupted(
-                    signum,
-                    f"signal {signum} at step {step}: "
-                    + (
-                        f"checkpoint saved in {self.outcome.checkpoint}; "
-                        if self.outcome.checkpoint
-                        else ""
-                    )
-                    + "start again with --resume to continue",
-                )
-            if step == last or (interval and step % interval == 0):
-                self.save_checkpoint(step)
+            if stop_votes > 0 and step < last:
+                raise self._interrupted(step)
             tick = time.perf_counter()  # checkpoint and eval time is not step time
+
+    def _agree(self, loss: torch.Tensor) -> tuple[float, float]:
+        """The mean loss over ranks and the number of ranks asked to stop (one all-reduce)."""
+        flag = 1.0 if self.stop.signum is not None else 0.0
+        if not self.run.dist.distributed:
+            return loss.item(), flag
+        shared = torch.stack([loss, torch.tensor(flag, device=loss.device)])
+        all_reduce(shared)
+        return shared[0].item() / self.run.dist.world, shared[1].item()
+
+    def _account(self, step: int, loss: float, seconds: float) -> None:
+        o = self.outcome
+        if o.first_loss is None:
+            o.first_loss = loss
+        else:  # the invocation's first step warms up (allocator, compile)
+            o.steady_steps += 1
+            o.steady_seconds += seconds
+        o.step, o.final_loss = step, loss
+        o.tokens += self.tokens_per_step * self.run.dist.world
+        if self.keep_curve:
+            o.losses[step] = loss
+
+    def _interrupted(self, step: int) -> Interrupted:
+        signum = self.stop.signum if self.stop.signum is not None else 15
+        ckpt_dir = self.run.ckpt_dir
+        saved = (
+            f"checkpoint saved in {ckpt_dir / checkpoint.step_name(step)}"
+            if ckpt_dir is not None
+            else "nothing saved (no --ckpt-dir)"
+        )
+        return Interrupted(
+            signum,
+            f"signal {signum} at step {step}: {saved}; start again with --resume to continue",
+        )
 
     def train(self) -> Outcome:
         """Run to train.steps (or stop_at); the summary record is written whatever happens."""
@@ -325,14 +353,13 @@ class Loop:
 
     def summary(self) -> dict[str, Any]:
         o, run = self.outcome, self.run
-        steps = sorted(o.losses)
         tps = o.tokens_per_s(self.tokens_per_step)
         return self._base("summary", o.step) | {
             "status": o.status,
             "message": o.message,
-            "steps_run": len(steps),
-            "first_loss": o.losses[steps[0]] if steps else None,
-            "final_loss": o.losses[steps[-1]] if steps else None,
+            "steps_run": o.step - self.start_step,
+            "first_loss": o.first_loss,
+            "final_loss": o.final_loss,
             "eval_loss": o.eval_loss,
             "tokens": o.tokens,
             "tokens_per_s": tps,

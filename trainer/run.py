@@ -25,7 +25,7 @@ def _start(
         sink.say(line)
     for line in banner.fp8_warnings(run):
         sink.warn(line)
-    loop = Loop(run, sink, stop, label)
+    loop = Loop(run, sink, stop, label, keep_curve=label is not None)
     return loop, loop.tokens_per_step
 
 
@@ -33,7 +33,7 @@ def train(cfg: RunConfig, d: Dist, sink: Sink, stop: StopRequest) -> Outcome:
     loop, tokens_per_step = _start(cfg, d, sink, stop, None)
     outcome = loop.train()
     tps = outcome.tokens_per_s(tokens_per_step)
-    final = outcome.losses.get(outcome.step)
+    final = outcome.final_loss
     sink.say(
         f"done: {outcome.status} at step {outcome.step}, loss {final:.4f}, "
         f"{tps or 0:,.0f} tok/s/dev, {outcome.wall_s:.1f} s"

@@ -121,6 +121,18 @@ BAD_INPUTS: list[tuple[str, ArgsFor, str]] = [
     ("bad fault spec", lambda t: ["--inject-fault", "boom"], "expected nan@STEP"),
     ("unknown --set key", lambda t: ["--set", "train.stepz=3"], "unknown key(s) stepz"),
     ("bad sensitive glob", lambda t: ["--sensitive-layers", "blocks.*.nope"], "match no module"),
+    (
+        "eval without a held-out split",
+        lambda t: [
+            "--data",
+            _write(t / "c.txt", "x" * 500),
+            "--eval-interval",
+            "2",
+            "--set",
+            "data.eval_fraction=0",
+        ],
+        "needs a held-out split",
+    ),
 ]
 
 

@@ -31,7 +31,7 @@ def test_bin_file_is_memory_mapped_and_batches_are_real_windows(tmp_path: Path) 
     path = tmp_path / "tokens.bin"
     tokens.tofile(path)
     cfg = DataConfig(source=str(path), token_dtype="uint32")  # noqa: S106 - a dtype name
-    src = open_source(cfg, 8, vocab_size=None, seed=3, with_eval=True)
+    src = open_source(cfg, 8, vocab_size=None, seed=3)
     assert src.kind == "bin"
     assert src.vocab_size == 69952  # 69930 + 1, rounded up to a multiple of 64
     x, y = _batches(src).train(1, 0)
@@ -46,14 +46,14 @@ def test_bin_file_is_memory_mapped_and_batches_are_real_windows(tmp_path: Path) 
 def test_text_is_bytes(tmp_path: Path) -> None:
     path = tmp_path / "corpus.txt"
     path.write_bytes(("hello trainer " * 50).encode())
-    src = open_source(DataConfig(source=str(path)), 8, vocab_size=None, seed=3, with_eval=False)
+    src = open_source(DataConfig(source=str(path), eval_fraction=0.0), 8, vocab_size=None, seed=3)
     assert src.kind == "text" and src.vocab_size == 256
     x, _ = _batches(src).train(5, 0)
     assert set(bytes(x.flatten().tolist())) <= set(b"helo trainr")
 
 
 def test_batches_are_a_function_of_the_step_and_split_across_ranks() -> None:
-    src = open_source(DataConfig(), 8, vocab_size=None, seed=3, with_eval=True)
+    src = open_source(DataConfig(), 8, vocab_size=None, seed=3)
     single = _batches(src)
     assert torch.equal(single.train(4, 0)[0], _batches(src).train(4, 0)[0])
     assert not torch.equal(single.train(4, 0)[0], single.train(5, 0)[0])
@@ -66,7 +66,7 @@ def test_batches_are_a_function_of_the_step_and_split_across_ranks() -> None:
 
 
 def test_synthetic_data_is_learnable_structure() -> None:
-    src = open_source(DataConfig(), 8, vocab_size=None, seed=3, with_eval=False)
+    src = open_source(DataConfig(), 8, vocab_size=None, seed=3)
     x, y = _batches(src).train(1, 0)
     assert src.synthetic is not None
     follows = (src.synthetic.successor[x.numpy()] == y.numpy()).mean()
@@ -89,12 +89,12 @@ def test_unusable_files_are_input_errors(
     if content is not None:
         path.write_bytes(content)
     with pytest.raises(BadInput, match=needle):
-        open_source(DataConfig(source=str(path)), 8, vocab_size=None, seed=0, with_eval=True)
+        open_source(DataConfig(source=str(path)), 8, vocab_size=None, seed=0)
 
 
 def test_token_outside_the_vocabulary_is_an_input_error(tmp_path: Path) -> None:
     path = tmp_path / "tokens.bin"
     np.full(100, 300, dtype=np.uint16).tofile(path)
-    src = open_source(DataConfig(source=str(path)), 8, vocab_size=256, seed=0, with_eval=False)
+    src = open_source(DataConfig(source=str(path)), 8, vocab_size=256, seed=0)
     with pytest.raises(BadInput, match="outside the vocabulary"):
         _batches(src).train(1, 0)
