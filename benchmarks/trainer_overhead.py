@@ -7,8 +7,9 @@ statistics on log steps, the learning-rate schedule).
 
 Time is the CPU time of the main thread with torch on one thread, so other processes on the
 machine (there usually are some) do not land in the numbers the way they do in wall time.
-Rounds alternate which side goes first, so order effects (allocator state, caches) fall on
-both, and the best round of each side is reported. Target: overhead at most 5 %.
+Each round times both sides back to back, alternating which goes first; the overhead is the
+median over rounds of the paired ratio (pairs cancel slow drifts of the machine), with the
+spread of the rounds beside it. Target: overhead at most 5 %.
 
     .venv/bin/python benchmarks/trainer_overhead.py [--steps 30] [--rounds 3]
 """
@@ -16,6 +17,7 @@ both, and the best round of each side is reported. Target: overhead at most 5 %.
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 import torch
@@ -73,8 +75,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(f"torch {torch.__version__}, 1 thread, {args.steps} steps, best of {args.rounds} rounds")
-    print(f"{'model':<7}{'preset':<9}{'bare ms/step':>14}{'trainer ms/step':>17}{'overhead':>10}")
+    print(f"torch {torch.__version__}, 1 thread, {args.steps} steps, {args.rounds} rounds")
+    print(
+        f"{'model':<7}{'preset':<9}{'bare ms/step':>14}{'trainer ms/step':>17}"
+        f"{'overhead':>10}{'rounds range':>20}"
+    )
     for model, preset in CASES:
         bare, ours = [], []
         for i in range(args.rounds):
@@ -84,8 +89,13 @@ def main() -> None:
             else:
                 bare.append(bare_seconds(model, preset, args.steps))
                 ours.append(trainer_seconds(model, preset, args.steps))
-        b, t = min(bare) * 1e3, min(ours) * 1e3
-        print(f"{model:<7}{preset:<9}{b:>14.2f}{t:>17.2f}{t / b - 1:>+10.1%}")
+        ratios = sorted(t / b - 1 for b, t in zip(bare, ours, strict=True))
+        b, t = statistics.median(bare) * 1e3, statistics.median(ours) * 1e3
+        spread = f"{ratios[0]:+.1%} .. {ratios[-1]:+.1%}"
+        print(
+            f"{model:<7}{preset:<9}{b:>14.2f}{t:>17.2f}"
+            f"{statistics.median(ratios):>+10.1%}{spread:>20}"
+        )
 
 
 if __name__ == "__main__":
