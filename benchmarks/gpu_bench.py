@@ -13,6 +13,7 @@ import argparse
 import datetime
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -128,6 +129,10 @@ def main() -> int:
     else:  # a CPU dry run of this script (its test); FP8 runs there through CPU _scaled_mm
         name, cc, problem = "cpu", (0, 0), None
     presets, notes = plan_presets(_version("torchao"), problem)
+    has_cc = os.environ.get("CC") or any(shutil.which(c) for c in ("cc", "gcc", "clang"))
+    if args.compile and not has_cc:
+        args.compile = False
+        notes.append("no C compiler for torch.compile: ran eager (torchao FP8 is slow uncompiled)")
     for note in notes:
         print(f"note: {note}", flush=True)
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import re
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,6 +103,17 @@ def _check_device(plan: precision.Plan, device: torch.device) -> str:
     return name
 
 
+def _check_compiler() -> None:
+    """torch.compile builds C code at run time (Inductor's CPU kernels, Triton's GPU launcher)."""
+    if os.environ.get("CC") or any(shutil.which(cc) for cc in ("cc", "gcc", "clang")):
+        return
+    raise BadInput(
+        "train.compile needs a C compiler (Inductor's CPU kernels and Triton's launcher are "
+        "built at run time) and there is none on PATH (or in CC); use a devel image or drop "
+        "--compile"
+    )
+
+
 def _parse_fault(spec: str | None, steps: int) -> tuple[str, int] | None:
     if spec is None:
         return None
@@ -157,6 +170,8 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
     t = cfg.train
     plan = precision.resolve(cfg.precision)
     fault = _parse_fault(t.inject_fault, t.steps)
+    if t.compile:
+        _check_compiler()
     device_name = _check_device(plan, d.device)
 
     ckpt_dir = checkpoint.prepare_dir(cfg.checkpoint.dir) if cfg.checkpoint.dir else None

@@ -161,6 +161,15 @@ def test_bad_input_is_exit_2_with_a_message(
     assert not metrics.exists() or not records(metrics)  # refused before training
 
 
+def test_compile_without_a_c_compiler_is_refused(
+    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no cc, gcc or clang there
+    monkeypatch.delenv("CC", raising=False)
+    res = run_cli("train", *QUICK, "--steps", "2", "--compile")
+    assert res.code == EXIT_BAD_INPUT and "needs a C compiler" in res.err
+
+
 def test_resume_into_a_different_model_is_refused(run_cli: RunCli, tmp_path: Path) -> None:
     ckpt = str(tmp_path / "ck")
     assert run_cli("train", *QUICK, "--steps", "4", "--stop-at", "2", "--ckpt-dir", ckpt).code == 0
