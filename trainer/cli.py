@@ -172,8 +172,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
     compare = None
     if args.compare is not None:
         compare = [x.strip() for x in args.compare.split(",")]
-        if len(compare) != 2 or not all(compare):
+        if len(compare) != 2 or not all(compare) or compare[0] == compare[1]:
             raise BadInput(f"--compare {args.compare!r}: name two presets, e.g. bf16,fp8-fwd")
+        unknown = ", ".join(name for name in compare if name not in PRESETS)
+        if unknown:
+            choices = ", ".join(PRESETS)
+            raise BadInput(f"--compare: unknown preset(s) {unknown}; choose from {choices}")
     stop = StopRequest().install()
     sink: Sink | None = None
     try:

@@ -17,22 +17,19 @@ from trainer.metrics import Sink
 from trainer.signals import StopRequest
 
 
-def _start(
-    cfg: RunConfig, d: Dist, sink: Sink, stop: StopRequest, label: str | None
-) -> tuple[Loop, int]:
+def _start(cfg: RunConfig, d: Dist, sink: Sink, stop: StopRequest, label: str | None) -> Loop:
     run = assemble(cfg, d)
     for line in banner.lines(run):
         sink.say(line)
     for line in banner.fp8_warnings(run):
         sink.warn(line)
-    loop = Loop(run, sink, stop, label, keep_curve=label is not None)
-    return loop, loop.tokens_per_step
+    return Loop(run, sink, stop, label, keep_curve=label is not None)
 
 
 def train(cfg: RunConfig, d: Dist, sink: Sink, stop: StopRequest) -> Outcome:
-    loop, tokens_per_step = _start(cfg, d, sink, stop, None)
+    loop = _start(cfg, d, sink, stop, None)
     outcome = loop.train()
-    tps = outcome.tokens_per_s(tokens_per_step)
+    tps = outcome.tokens_per_s(loop.tokens_per_step)
     final = outcome.final_loss
     sink.say(
         f"done: {outcome.status} at step {outcome.step}, loss {final:.4f}, "
@@ -59,10 +56,10 @@ def train_compare(
         if d.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(d.device)
         sink.say(f"== compare: {name} ==")
-        loop, tokens_per_step = _start(side_cfg, d, sink, stop, name)
+        loop = _start(side_cfg, d, sink, stop, name)
         outcome = loop.train()
         runs[name] = compare.Side.from_outcome(
-            name, outcome, tokens_per_step, loop.run.peak_tflops, loop.run.flops_per_token
+            name, outcome, loop.tokens_per_step, loop.run.peak_tflops, loop.run.flops_per_token
         )
         del loop
         gc.collect()

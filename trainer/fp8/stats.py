@@ -35,9 +35,10 @@ def _local(t: torch.Tensor) -> torch.Tensor:
 
 
 def _amax(t: torch.Tensor) -> torch.Tensor:
-    """max |t| in one reduction (no |t| temporary), as fp32."""
-    amax: torch.Tensor = torch.linalg.vector_norm(t.detach(), ord=float("inf"))
-    return amax.float()
+    """max |t| as fp32 from one min/max reduction: no |t| temporary (and on CPUs far cheaper
+    than vector_norm(ord=inf), which has no fast bf16 path)."""
+    lo, hi = torch.aminmax(t.detach())
+    return torch.maximum(-lo, hi).float()
 
 
 def _underflow(x: torch.Tensor, amax: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
