@@ -280,7 +280,12 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
         lr=lr,
         warmup=t.warmup_steps if t.warmup_steps is not None else default_warmup(t.steps),
         device_name=device_name,
-        peak_tflops=t.peak_tflops or (peak_tflops(peak, plan.compute) if peak else None),
+        peak_tflops=t.peak_tflops
+        or (
+            peak_tflops(peak, plan.compute, tf32=torch.backends.cuda.matmul.allow_tf32)
+            if peak
+            else None
+        ),
         peak_tflops_fp8=peak.fp8 if peak and plan.uses_fp8 else None,
         flops_per_token=flops_per_token(arch, seq_len),
         fault=fault,

@@ -2,9 +2,9 @@
 
 Peaks are dense (no 2:4 sparsity) tensor-core TFLOP/s per GPU from NVIDIA's datasheets; the
 datasheets print sparse figures with an asterisk, halved here. `mfu` uses the peak of the
-run's high-precision matmul dtype (bf16/fp16; tf32 for fp32), so BF16 and FP8 runs are
-measured against the same yardstick; `mfu_fp8` (FP8 runs only) uses the FP8 peak. A GPU not
-listed gets no MFU unless `train.peak_tflops` says what its peak is.
+run's high-precision matmul dtype (bf16/fp16; tf32 for fp32 when torch may use TF32), so BF16
+and FP8 runs are measured against the same yardstick; `mfu_fp8` (FP8 runs only) uses the FP8
+peak. A GPU not listed gets no MFU unless `train.peak_tflops` says what its peak is.
 """
 
 from __future__ import annotations
@@ -74,12 +74,14 @@ def peak_for(device_name: str) -> Peak | None:
     return None
 
 
-def peak_tflops(peak: Peak, dtype: torch.dtype) -> float:
+def peak_tflops(peak: Peak, dtype: torch.dtype, *, tf32: bool) -> float | None:
+    """The peak for matmuls in `dtype`; fp32 matmuls reach the TF32 peak only when torch is
+    allowed to use TF32 (off by default), and no tensor-core peak applies otherwise."""
     if dtype == torch.bfloat16:
         return peak.bf16
     if dtype == torch.float16:
         return peak.fp16
-    return peak.tf32
+    return peak.tf32 if tf32 else None
 
 
 def mfu(flops_per_token: float, tokens_per_s_per_device: float, peak_tflops: float) -> float:

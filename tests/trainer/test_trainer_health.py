@@ -7,12 +7,13 @@ import math
 from pathlib import Path
 
 import pytest
+import torch
 
 from trainer.config import HealthConfig
 from trainer.errors import NumericalStop
 from trainer.health import SpikeDetector, check_finite
 from trainer.metrics import Sink, Window, train_line
-from trainer.mfu import mfu, peak_for
+from trainer.mfu import mfu, peak_for, peak_tflops
 
 
 @pytest.mark.parametrize(
@@ -122,6 +123,14 @@ def test_peak_table_matches_gpu_names(name: str, bf16: float | None) -> None:
     assert (peak.bf16 if peak else None) == bf16
     if peak is not None:
         assert peak.source.startswith("https://")
+
+
+def test_fp32_has_a_peak_only_with_tf32() -> None:
+    peak = peak_for("NVIDIA H200")
+    assert peak is not None
+    assert peak_tflops(peak, torch.float32, tf32=False) is None
+    assert peak_tflops(peak, torch.float32, tf32=True) == 494.5
+    assert peak_tflops(peak, torch.bfloat16, tf32=False) == 989.5
 
 
 def test_mfu_arithmetic() -> None:
