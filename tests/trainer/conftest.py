@@ -7,8 +7,8 @@ process (signals, tracebacks, torchrun) start one with trainer_helpers.run_modul
 from __future__ import annotations
 
 import pytest
-from trainer_helpers import Result, RunCli
 
+from tests.trainer.trainer_helpers import Result, RunCli
 from trainer.cli import main
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 import torch
-from trainer_helpers import REPO, subprocess_env
+
+from tests.trainer.trainer_helpers import REPO, subprocess_env
 
 
 def _gpu_bench() -> Any:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from trainer_helpers import QUICK, REPO, RunCli, records, run_module, subprocess_env
 
 import trainer
+from tests.trainer.trainer_helpers import QUICK, REPO, RunCli, records, run_module, subprocess_env
 from trainer import checkpoint
 from trainer.errors import EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM
 

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from trainer_helpers import QUICK, REPO, RunCli, losses, records, subprocess_env
+
+from tests.trainer.trainer_helpers import QUICK, REPO, RunCli, losses, records, subprocess_env
 
 # Two processes each take half of the global batch: the mean gradient is the same, only the
 # reduction order (and, under FP8, the per-process amax) differs. Observed: 3e-4 (bf16) and

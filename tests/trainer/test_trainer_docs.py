@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from trainer_helpers import REPO
 
+from tests.trainer.trainer_helpers import REPO
 from trainer.cli import EXIT_CODES_HELP
 from trainer.config import SECTIONS
 from trainer.presets import PRESETS

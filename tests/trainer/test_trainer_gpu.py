@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from trainer_helpers import QUICK, RunCli, records
 
+from tests.trainer.trainer_helpers import QUICK, RunCli, records
 from trainer.fp8 import rules
 
 pytestmark = [

@@ -7,8 +7,8 @@ import math
 from pathlib import Path
 
 import pytest
-from trainer_helpers import QUICK, RunCli, losses, records
 
+from tests.trainer.trainer_helpers import QUICK, RunCli, losses, records
 from trainer import checkpoint
 from trainer.errors import EXIT_NUMERICAL
 
