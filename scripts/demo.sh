@@ -93,13 +93,7 @@ fi
 echo "demo: built $image" >&2
 
 say "run the bundled trainer"
-if podman run --rm "${run_args[@]}" "$image" train --help 2>/dev/null | grep -q -- '--preset'; then
-    podman run --rm "${run_args[@]}" "$image" \
-        train --preset bf16 --model tiny --data synthetic --steps 20
-else
-    # TODO(lead): the trainer's `train` flags are still being finalised; once
-    # `train --preset bf16 --model tiny --data synthetic --steps 20` exists this branch goes away.
-    echo "demo: this trainer has no 'train --preset' yet; showing its help instead" >&2
-    podman run --rm "${run_args[@]}" "$image" train --help
-fi
+podman run --rm "${run_args[@]}" "$image" info
+podman run --rm "${run_args[@]}" "$image" \
+    train --preset bf16 --model tiny --data synthetic --steps 20 --log-interval 5
 say "done: $image"

@@ -1,0 +1,180 @@
+"""BF16 vs FP8-fwd on one CUDA GPU with the bundled trainer (called by benchmarks/gpu.sh).
+
+Each preset runs in its own `python -m trainer train` process (fresh memory statistics; an
+FP8 failure cannot take the BF16 result with it) on the 350m model and synthetic data for a
+fixed number of steps. Throughput and MFU are the means over the second half of the run, after
+torch.compile and the allocator have warmed up. Without torchao, or on a GPU below sm_89, only
+BF16 runs and the output says why. Prints a table and writes a JSON file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from trainer.fp8 import rules  # noqa: E402 - after making the repo importable
+
+
+def _version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _train(preset: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    metrics = workdir / f"{preset}.jsonl"
+    cmd = [
+        sys.executable, "-m", "trainer", "train",
+        "--preset", preset, "--model", args.model, "--data", "synthetic",
+        "--set", f"model.vocab_size={args.vocab}", "--seq-len", str(args.seq_len),
+        "--batch-size", str(args.batch_size), "--steps", str(args.steps),
+        "--eval-interval", "0", "--log-interval", "5", "--device", args.device,
+        "--metrics-file", str(metrics),
+    ]  # fmt: skip
+    if args.compile:
+        cmd.append("--compile")
+    env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    print(f"-- {preset}: {' '.join(cmd[3:])}", flush=True)
+    try:
+        proc = subprocess.run(
+            cmd,
+            env=env,
+            cwd=REPO,
+            timeout=args.timeout,
+            text=True,
+            capture_output=True,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {"preset": preset, "ok": False, "error": f"timed out after {args.timeout} s"}
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        return {
+            "preset": preset,
+            "ok": False,
+            "exit_code": proc.returncode,
+            "error": "\n".join(tail),
+        }
+    recs = [json.loads(line) for line in metrics.read_text().splitlines()]
+    train = [r for r in recs if r["event"] == "train"]
+    summary = next(r for r in recs if r["event"] == "summary")
+    steady = [r for r in train if r["step"] > args.steps // 2] or train[-1:]
+
+    def mean(key: str) -> float | None:
+        values = [r[key] for r in steady if r.get(key) is not None]
+        return sum(values) / len(values) if values else None
+
+    return {
+        "preset": preset,
+        "ok": True,
+        "tokens_per_s": mean("tokens_per_s"),
+        "step_time_s": mean("step_time_s"),
+        "mfu": mean("mfu"),
+        "mfu_fp8": mean("mfu_fp8"),
+        "peak_mem_gb": max(r["peak_mem_gb"] for r in train),
+        "final_loss": summary["final_loss"],
+        "fp8_layers": summary["fp8_layers"],
+        "wall_s": summary["wall_s"],
+    }
+
+
+def plan_presets(torchao: str | None, device_problem: str | None) -> tuple[list[str], list[str]]:
+    """Which presets to run, and why FP8 is left out when it is."""
+    if torchao is None:
+        return ["bf16"], ["torchao is not installed: ran BF16 only (pip install torchao for FP8)"]
+    if device_problem is not None:
+        return ["bf16"], [f"ran BF16 only: {device_problem}"]
+    return ["bf16", "fp8-fwd"], []
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="350m")
+    parser.add_argument("--vocab", type=int, default=32768)
+    parser.add_argument("--seq-len", type=int, default=1024)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--no-compile", dest="compile", action="store_false")
+    parser.add_argument("--timeout", type=int, default=240, help="seconds per preset")
+    parser.add_argument("--out", default="gpu_bench.json")
+    parser.add_argument("--device", default="cuda", help="cpu: a dry run of this script")
+    args = parser.parse_args()
+
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            print("gpu_bench: no CUDA device visible to torch; nothing to measure", file=sys.stderr)
+            return 2
+        name = torch.cuda.get_device_name(0)
+        cc = torch.cuda.get_device_capability(0)
+        problem = rules.device_problem(name, cc, "tensorwise")
+    else:  # a CPU dry run of this script (its test); FP8 runs there through CPU _scaled_mm
+        name, cc, problem = "cpu", (0, 0), None
+    presets, notes = plan_presets(_version("torchao"), problem)
+    has_cc = os.environ.get("CC") or any(shutil.which(c) for c in ("cc", "gcc", "clang"))
+    if args.compile and not has_cc:
+        args.compile = False
+        notes.append("no C compiler for torch.compile: ran eager (torchao FP8 is slow uncompiled)")
+    for note in notes:
+        print(f"note: {note}", flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="gpu_bench_") as tmp:
+        results = [_train(p, args, Path(tmp)) for p in presets]
+
+    print(f"\n{name} (CC {cc[0]}.{cc[1]}), torch {torch.__version__}, model {args.model}, "
+          f"seq {args.seq_len} x batch {args.batch_size}, {args.steps} steps")  # fmt: skip
+    header = (
+        f"{'preset':<9}{'tok/s/GPU':>12}{'ms/step':>10}{'MFU':>8}{'peak GB':>9}{'final loss':>12}"
+    )
+    print(header)
+    for r in results:
+        if not r["ok"]:
+            print(f"{r['preset']:<9} FAILED: {r['error']}")
+            continue
+        step_ms = r["step_time_s"] * 1e3 if r["step_time_s"] else None
+        print(
+            f"{r['preset']:<9}{_fmt(r['tokens_per_s'], ',.0f'):>12}{_fmt(step_ms, '.1f'):>10}"
+            f"{_fmt(r['mfu'], '.1%'):>8}{r['peak_mem_gb']:>9.1f}{r['final_loss']:>12.4f}"
+        )
+    ok = {r["preset"]: r for r in results if r["ok"]}
+    speedup = None
+    if "bf16" in ok and "fp8-fwd" in ok and ok["bf16"]["tokens_per_s"]:
+        speedup = ok["fp8-fwd"]["tokens_per_s"] / ok["bf16"]["tokens_per_s"]
+        print(f"fp8-fwd / bf16 throughput: x{speedup:.3f} (the seed reports 1.25-1.35 at 13B)")
+    report = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "gpu": name,
+        "compute_capability": f"{cc[0]}.{cc[1]}",
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "torchao": _version("torchao"),
+        "settings": vars(args),
+        "notes": notes,
+        "results": results,
+        "fp8_fwd_speedup": speedup,
+    }
+    Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""The trainer's per-step cost against a bare PyTorch loop on the same model and data (CPU).
+
+Both sides get the model, batches and optimizer that `trainer.assemble` builds for a preset;
+the bare loop then does only forward, backward, clip and optimizer step, while the trainer adds
+everything it promises (per-step NaN check and device sync, health windows, log records, FP8
+statistics on log steps, the learning-rate schedule).
+
+Time is the CPU time of the main thread with torch on one thread, so other processes on the
+machine (there usually are some) do not land in the numbers the way they do in wall time.
+Each round times both sides back to back, alternating which goes first; the overhead is the
+median over rounds of the paired ratio (pairs cancel slow drifts of the machine), with the
+spread of the rounds beside it. Target: overhead at most 5 %.
+
+    .venv/bin/python benchmarks/trainer_overhead.py [--steps 30] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from trainer import config
+from trainer.assemble import Run, assemble
+from trainer.distributed import Dist
+from trainer.loop import Loop
+from trainer.metrics import Sink
+from trainer.signals import StopRequest
+
+CASES = (("tiny", "bf16"), ("tiny", "fp8-fwd"), ("small", "bf16"), ("small", "fp8-fwd"))
+
+
+def _run(model: str, preset: str, steps: int) -> Run:
+    cfg = config.build(
+        {
+            "model": {"size": model},
+            "train": {"steps": steps, "eval_interval": 0, "device": "cpu", "batch_size": 8},
+        },
+        preset=preset,
+    )
+    return assemble(
+        cfg, Dist(rank=0, world=1, local_rank=0, device=torch.device("cpu"), mode="none")
+    )
+
+
+def trainer_seconds(model: str, preset: str, steps: int) -> float:
+    """CPU seconds per step of the trainer's loop."""
+    loop = Loop(_run(model, preset, steps), Sink(None, enabled=False), StopRequest())
+    start = time.thread_time()
+    loop.train()
+    return (time.thread_time() - start) / steps
+
+
+def bare_seconds(model: str, preset: str, steps: int) -> float:
+    """CPU seconds per step of forward, backward, clip and optimizer step, nothing else."""
+    run = _run(model, preset, steps)
+    params = [p for p in run.core.parameters() if p.requires_grad]
+    start = time.thread_time()
+    for step in range(1, steps + 1):
+        x, y = run.batches.train(step, 0)
+        with run.forward_context():
+            loss = run.core(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
+        run.optimizer.step()
+        run.optimizer.zero_grad(set_to_none=True)
+    return (time.thread_time() - start) / steps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    print(f"torch {torch.__version__}, 1 thread, {args.steps} steps, {args.rounds} rounds")
+    print(
+        f"{'model':<7}{'preset':<9}{'bare ms/step':>14}{'trainer ms/step':>17}"
+        f"{'overhead':>10}{'rounds range':>20}"
+    )
+    for model, preset in CASES:
+        bare, ours = [], []
+        for i in range(args.rounds):
+            if i % 2:
+                ours.append(trainer_seconds(model, preset, args.steps))
+                bare.append(bare_seconds(model, preset, args.steps))
+            else:
+                bare.append(bare_seconds(model, preset, args.steps))
+                ours.append(trainer_seconds(model, preset, args.steps))
+        ratios = sorted(t / b - 1 for b, t in zip(bare, ours, strict=True))
+        b, t = statistics.median(bare) * 1e3, statistics.median(ours) * 1e3
+        spread = f"{ratios[0]:+.1%} .. {ratios[-1]:+.1%}"
+        print(
+            f"{model:<7}{preset:<9}{b:>14.2f}{t:>17.2f}"
+            f"{statistics.median(ratios):>+10.1%}{spread:>20}"
+        )
+
+
+if __name__ == "__main__":
+    main()

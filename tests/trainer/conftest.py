@@ -1,0 +1,27 @@
+"""Fixtures for the trainer tests.
+
+In-process runs skip the ~2 s torch import of a subprocess; the tests that need a real
+process (signals, tracebacks, torchrun) start one with trainer_helpers.run_module.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.trainer.trainer_helpers import Result, RunCli
+from trainer.cli import main
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str]) -> RunCli:
+    """`run_cli("train", "--steps", "4")`: exit code and captured output of trainer.cli.main."""
+
+    def run(*argv: str) -> Result:
+        try:
+            code = main(list(argv))
+        except SystemExit as exc:  # argparse errors
+            code = int(exc.code or 0)
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    return run

@@ -1,0 +1,292 @@
+"""Build a run from its config: every check that can fail on input happens here, in an order
+that fails fast (precision → device → checkpoint dir → data → shapes) before the model exists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
+
+from trainer import checkpoint, data, precision, recompute
+from trainer.config import RunConfig
+from trainer.distributed import Dist, wrap
+from trainer.errors import BadInput
+from trainer.fp8 import rules, te_backend, torchao_backend
+from trainer.fp8.layers import LayerChoice, plan_layers
+from trainer.fp8.stats import Fp8Monitor
+from trainer.mfu import peak_for, peak_tflops
+from trainer.model import SIZES, Arch, Transformer, flops_per_token, resolve_arch
+from trainer.optim import AdamW, param_groups
+from trainer.schedule import default_warmup
+
+_FAULT = re.compile(r"^(nan|inf)@(\d+)$")
+
+
+@dataclass
+class Run:
+    """Everything the loop needs, built and checked."""
+
+    cfg: RunConfig
+    plan: precision.Plan
+    dist: Dist
+    arch: Arch
+    seq_len: int
+    source: data.Source
+    batches: data.Batches
+    core: Transformer
+    model: nn.Module
+    optimizer: AdamW
+    scaler: torch.amp.GradScaler | None
+    fp8_layers: list[LayerChoice]
+    fp8_monitor: Fp8Monitor | None
+    forward_context: Callable[[], contextlib.AbstractContextManager[object]]
+    ckpt_dir: Path | None
+    resume: checkpoint.Loaded | None
+    lr: float
+    warmup: int
+    device_name: str
+    peak_tflops: float | None
+    peak_tflops_fp8: float | None
+    flops_per_token: float
+    fault: tuple[str, int] | None
+
+
+def cpu_scaled_mm() -> bool:
+    """Whether this torch build runs torch._scaled_mm on the CPU (torch >= 2.13 does)."""
+    try:
+        a = torch.zeros(16, 16).to(torch.float8_e4m3fn)
+        one = torch.ones((), dtype=torch.float32)
+        torch._scaled_mm(a, a.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    except (RuntimeError, NotImplementedError, AttributeError):
+        return False
+    return True
+
+
+def _check_device(plan: precision.Plan, device: torch.device) -> str:
+    """The device's name; BadInput when it cannot run this precision plan."""
+    if device.type == "cpu":
+        if plan.uses_fp8:
+            if plan.config.fp8_backend == "transformer_engine":
+                raise BadInput("fp8_backend transformer_engine runs on CUDA devices only")
+            if not cpu_scaled_mm():
+                raise BadInput(
+                    f"FP8 on the CPU needs torch._scaled_mm for CPU tensors (torch >= 2.13); "
+                    f"this is torch {torch.__version__}. Use --preset bf16"
+                )
+        return "cpu"
+    name = torch.cuda.get_device_name(device)
+    cc = torch.cuda.get_device_capability(device)
+    if plan.compute == torch.bfloat16 and cc < (8, 0):
+        raise BadInput(
+            f"bf16 needs compute capability 8.0 or newer; {name} has {cc[0]}.{cc[1]} "
+            f"(sm_{cc[0]}{cc[1]}). Use --preset fp16"
+        )
+    if plan.uses_fp8:
+        problem = rules.device_problem(name, cc, plan.config.fp8_recipe)
+        if problem:
+            raise BadInput(problem)
+    return name
+
+
+def _check_compiler() -> None:
+    """torch.compile builds C code at run time (Inductor's CPU kernels, Triton's GPU launcher)."""
+    if os.environ.get("CC") or any(shutil.which(cc) for cc in ("cc", "gcc", "clang")):
+        return
+    raise BadInput(
+        "train.compile needs a C compiler (Inductor's CPU kernels and Triton's launcher are "
+        "built at run time) and there is none on PATH (or in CC); use a devel image or drop "
+        "--compile"
+    )
+
+
+def _parse_fault(spec: str | None, steps: int) -> tuple[str, int] | None:
+    if spec is None:
+        return None
+    m = _FAULT.match(spec)
+    if not m or not 1 <= int(m.group(2)) <= steps:
+        raise BadInput(
+            f"--inject-fault {spec!r}: expected nan@STEP or inf@STEP, STEP in 1..{steps}"
+        )
+    return m.group(1), int(m.group(2))
+
+
+def _check_resume(loaded: checkpoint.Loaded, arch: Arch, plan: precision.Plan) -> None:
+    stored_arch = loaded.meta.get("arch")
+    if stored_arch != dataclasses.asdict(arch):
+        raise BadInput(
+            f"checkpoint {loaded.path} was written for model {stored_arch}, this run builds "
+            f"{dataclasses.asdict(arch)}; resume with the same model settings"
+        )
+    stored = loaded.meta.get("config", {}).get("precision", {})
+    for key in ("master_weights", "optimizer_state"):
+        if stored.get(key) != getattr(plan.config, key):
+            raise BadInput(
+                f"checkpoint {loaded.path} holds precision.{key} {stored.get(key)}, this run asks "
+                f"for {getattr(plan.config, key)}; the matmul precisions may change on resume, "
+                "the stored weights' and optimizer state's may not"
+            )
+
+
+def _forward_context(plan: precision.Plan, device: torch.device) -> Callable[[], Any]:
+    if plan.uses_fp8 and plan.config.fp8_backend == "transformer_engine":
+
+        def both() -> contextlib.ExitStack:
+            stack = contextlib.ExitStack()
+            stack.enter_context(precision.autocast(plan, device.type))
+            stack.enter_context(te_backend.autocast(plan))
+            return stack
+
+        return both
+    return lambda: precision.autocast(plan, device.type)
+
+
+def _apply_fp8(core: Transformer, plan: precision.Plan, device: torch.device) -> list[LayerChoice]:
+    choices = plan_layers(core, plan.config.sensitive_layers, core.arch.n_layers)
+    names = {c.name for c in choices if c.fp8}
+    if names and plan.config.fp8_backend == "transformer_engine":
+        te_backend.convert(core, names, plan, device)
+    elif names:
+        torchao_backend.convert(core, names, plan)
+    return choices
+
+
+def assemble(cfg: RunConfig, d: Dist) -> Run:
+    """Check the config against the machine and the data, then build model and optimizer."""
+    t = cfg.train
+    plan = precision.resolve(cfg.precision)
+    fault = _parse_fault(t.inject_fault, t.steps)
+    if t.compile:
+        _check_compiler()
+    device_name = _check_device(plan, d.device)
+
+    ckpt_dir = checkpoint.prepare_dir(cfg.checkpoint.dir) if cfg.checkpoint.dir else None
+    if ckpt_dir is not None and d.is_main:
+        checkpoint.remove_stale(ckpt_dir)
+    resume_path = None
+    if cfg.checkpoint.resume is not None:
+        resume_path = checkpoint.find_resume(cfg.checkpoint.resume, ckpt_dir)
+    loaded = checkpoint.load(resume_path) if resume_path is not None else None
+
+    if cfg.model.size not in SIZES:
+        raise BadInput(
+            f"model.size: unknown size {cfg.model.size!r}; choose one of {', '.join(SIZES)}"
+        )
+    max_seq = cfg.model.max_seq_len or SIZES[cfg.model.size].max_seq_len
+    seq_len = cfg.data.seq_len or max_seq
+    if seq_len > max_seq:
+        raise BadInput(
+            f"data.seq_len {seq_len} exceeds the model's max_seq_len {max_seq} (its rotary "
+            "tables cover that many positions); lower --seq-len or raise model.max_seq_len"
+        )
+    source = data.open_source(
+        cfg.data,
+        seq_len,
+        vocab_size=cfg.model.vocab_size,
+        seed=t.seed,
+    )
+    if t.eval_interval and source.file is not None and not source.file.eval_tokens:
+        raise BadInput("train.eval_interval needs a held-out split: set data.eval_fraction > 0")
+    arch = resolve_arch(cfg.model, source.vocab_size)
+    if t.batch_size % (t.grad_accum * d.world):
+        raise BadInput(
+            f"train.batch_size {t.batch_size} (global) must be divisible by grad_accum "
+            f"{t.grad_accum} x processes {d.world}"
+        )
+    micro = t.batch_size // (t.grad_accum * d.world)
+    if plan.fp8_backward is not None:
+        problems = rules.token_problems(micro * seq_len)
+        if problems:
+            raise BadInput("FP8 gradients: " + "; ".join(problems))
+    if loaded is not None:
+        _check_resume(loaded, arch, plan)
+
+    torch.manual_seed(t.seed)
+    core = Transformer(arch, activation_dtype=plan.activation).to(plan.master)
+    fp8_layers = _apply_fp8(core, plan, d.device) if plan.uses_fp8 else []
+    recompute.apply(core, t.activation_checkpointing)
+    if t.compile:
+        for block in core.blocks:
+            block.compile()
+    core.to(d.device)
+    model = wrap(core, d, plan)
+
+    lr = t.lr if t.lr is not None else SIZES[cfg.model.size].lr
+    optimizer = AdamW(
+        param_groups(core, t.weight_decay),
+        lr=lr,
+        betas=(t.beta1, t.beta2),
+        eps=t.eps,
+        weight_decay=t.weight_decay,
+        state_dtype=plan.optimizer_state,
+    )
+    scaler = (
+        torch.amp.GradScaler(d.device.type, init_scale=cfg.precision.loss_scale_init)
+        if plan.loss_scaling
+        else None
+    )
+    if loaded is not None:
+        full = StateDictOptions(full_state_dict=True)
+        set_model_state_dict(model, loaded.state["model"], options=full)
+        set_optimizer_state_dict(model, optimizer, loaded.state["optimizer"], options=full)
+        if scaler is not None and loaded.state.get("scaler"):
+            scaler.load_state_dict(loaded.state["scaler"])
+
+    fp8_names = [c.name for c in fp8_layers if c.fp8]
+    monitor = None
+    if fp8_names and plan.fp8_forward is not None:
+        monitor = Fp8Monitor(core, fp8_names, plan.fp8_forward, plan.fp8_backward)
+    peak = peak_for(device_name) if d.device.type == "cuda" else None
+    return Run(
+        cfg=cfg,
+        plan=plan,
+        dist=d,
+        arch=arch,
+        seq_len=seq_len,
+        source=source,
+        batches=data.Batches(
+            source,
+            seed=t.seed,
+            seq_len=seq_len,
+            batch_size=t.batch_size,
+            grad_accum=t.grad_accum,
+            rank=d.rank,
+            world=d.world,
+            device=d.device,
+        ),
+        core=core,
+        model=model,
+        optimizer=optimizer,
+        scaler=scaler,
+        fp8_layers=fp8_layers,
+        fp8_monitor=monitor,
+        forward_context=_forward_context(plan, d.device),
+        ckpt_dir=ckpt_dir,
+        resume=loaded,
+        lr=lr,
+        warmup=t.warmup_steps if t.warmup_steps is not None else default_warmup(t.steps),
+        device_name=device_name,
+        peak_tflops=t.peak_tflops
+        or (
+            peak_tflops(peak, plan.compute, tf32=torch.backends.cuda.matmul.allow_tf32)
+            if peak
+            else None
+        ),
+        peak_tflops_fp8=peak.fp8 if peak and plan.uses_fp8 else None,
+        flops_per_token=flops_per_token(arch, seq_len),
+        fault=fault,
+    )

@@ -1,0 +1,63 @@
+"""The start-of-run lines: what was built, so a log says what ran without the config file."""
+
+from __future__ import annotations
+
+import torch
+
+from trainer import __version__
+from trainer.assemble import Run
+from trainer.fp8.layers import LayerChoice
+from trainer.model import count_params
+from trainer.presets import LAYERING_KEYS
+
+
+def _kept(choices: list[LayerChoice]) -> list[str]:
+    """The layers left in high precision, grouped by reason ("sensitive (head): head")."""
+    by_reason: dict[str, list[str]] = {}
+    for c in choices:
+        if not c.fp8:
+            by_reason.setdefault(c.reason, []).append(c.name)
+    out = []
+    for reason, names in by_reason.items():
+        shown = ", ".join(names[:3]) + (f" +{len(names) - 3} more" if len(names) > 3 else "")
+        out.append(f"{reason}: {shown}")
+    return out
+
+
+def lines(run: Run) -> list[str]:
+    cfg, arch, b, p = run.cfg, run.arch, run.batches, run.plan.config
+    params = count_params(run.core)
+    layering = ", ".join(f"{k} {getattr(p, k)}" for k in LAYERING_KEYS)
+    out = [
+        f"trainer {__version__} | torch {torch.__version__} | {run.device_name} | "
+        f"{run.dist.world} process(es), {run.dist.mode if run.dist.distributed else 'single'}",
+        f"model {cfg.model.size}: {arch.n_layers} layers, dim {arch.dim}, {arch.n_heads} heads, "
+        f"ffn {arch.ffn_dim}, vocab {arch.vocab_size}, {params / 1e6:.2f}M params",
+        f"data {run.source.description} | seq {run.seq_len} x batch {cfg.train.batch_size} "
+        f"(micro {b.micro}, accum {b.grad_accum}) | lr {run.lr:g}, warmup {run.warmup}",
+        f"precision {cfg.preset}: {layering}",
+    ]
+    if run.plan.uses_fp8:
+        fp8 = [c for c in run.fp8_layers if c.fp8]
+        kept = _kept(run.fp8_layers)
+        out.append(
+            f"fp8: {len(fp8)}/{len(run.fp8_layers)} linear layers via {p.fp8_backend} "
+            f"({p.fp8_recipe}); kept in high precision: {'; '.join(kept) or 'none'}"
+        )
+    if cfg.train.activation_checkpointing != "none" or cfg.train.compile:
+        out.append(
+            f"activation checkpointing {cfg.train.activation_checkpointing} | "
+            f"torch.compile {'on' if cfg.train.compile else 'off'}"
+        )
+    if run.resume is not None:
+        out.append(f"resumed from {run.resume.path} (step {run.resume.step})")
+    return out
+
+
+def fp8_warnings(run: Run) -> list[str]:
+    if run.plan.uses_fp8 and not any(c.fp8 for c in run.fp8_layers):
+        return [
+            "FP8 was asked for but no layer qualifies (all sensitive or misshapen): "
+            "this run is BF16"
+        ]
+    return []

@@ -1,0 +1,234 @@
+"""`python -m trainer {train,info}`: the image's ENTRYPOINT.
+
+Every failure the user can act on becomes one line on stderr and an exit code (see
+EXIT_CODES_HELP); a traceback means a bug in the trainer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from trainer import __version__, config, configfile, distributed
+from trainer.config import OTHER_CHOICES, PRECISION_CHOICES
+from trainer.configfile import parse_set
+from trainer.errors import BadInput, Interrupted, TrainerError
+from trainer.info import collect, human
+from trainer.metrics import Sink
+from trainer.model import SIZES
+from trainer.presets import PRESETS
+from trainer.run import train, train_compare
+from trainer.signals import StopRequest
+
+EXIT_CODES_HELP = """\
+exit codes:
+  0    training finished (or reached --stop-at); a checkpoint was written if --ckpt-dir is set
+  2    bad input, found before training: unknown precision names or impossible combinations,
+       missing/empty/short data file, unwritable checkpoint dir, corrupt checkpoint on
+       --resume, a sequence length the model cannot take, FP8 on a GPU below sm_89, bad flags
+  3    numerical stop: NaN/Inf in loss or grad norm (stopped before the optimizer step; the
+       last checkpoint is untouched), fp16 loss scale below its floor, or a loss spike with
+       health.spike_action stop
+  130  SIGINT, 143 SIGTERM (podman stop): the current step finished, a checkpoint was saved,
+       clean exit; start again with --resume to continue
+"""
+
+_PRECISION_FLAGS = (
+    "master_weights",
+    "optimizer_state",
+    "forward_matmul",
+    "backward_matmul",
+    "activation",
+    "grad_sync",
+    "fp8_recipe",
+    "fp8_backend",
+)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _train_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train a model",
+        description=(
+            "Train the bundled decoder-only transformer. Settings come from built-in defaults, "
+            "then --preset, then --config FILE (YAML, TOML or JSON), then the flags below. "
+            "Without any file it trains the tiny model on synthetic data."
+        ),
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--config", metavar="FILE", help="config file (.yaml, .toml or .json)")
+    p.add_argument("--preset", choices=list(PRESETS), help="precision preset (default fp8-fwd)")
+    p.add_argument("--model", choices=list(SIZES), help="model size (default tiny)")
+    p.add_argument(
+        "--data", metavar="SOURCE", help="'synthetic', a .bin token file or a text file (bytes)"
+    )
+    p.add_argument("--data-format", choices=OTHER_CHOICES[("data", "format")])
+    p.add_argument("--token-dtype", choices=OTHER_CHOICES[("data", "token_dtype")])
+    p.add_argument("--seq-len", type=int, metavar="N")
+    p.add_argument("--batch-size", type=int, metavar="N", help="global sequences per step")
+    p.add_argument("--grad-accum", type=int, metavar="N")
+    p.add_argument("--lr", type=float, metavar="LR", help="peak learning rate")
+    p.add_argument("--steps", type=int, metavar="N", help="optimizer steps of the whole run")
+    p.add_argument(
+        "--stop-at", type=int, metavar="STEP", help="stop (checkpointed) at STEP of --steps"
+    )
+    p.add_argument("--seed", type=int, metavar="N", help="init and data seed (default 1234)")
+    p.add_argument("--device", metavar="DEV", help="auto (default), cpu, cuda or cuda:N")
+    p.add_argument("--parallel", choices=OTHER_CHOICES[("train", "parallel")])
+    p.add_argument("--eval-interval", type=int, metavar="N", help="0 disables evaluation")
+    p.add_argument("--compile", action="store_true", default=None, help="torch.compile the blocks")
+    p.add_argument(
+        "--activation-checkpointing", choices=OTHER_CHOICES[("train", "activation_checkpointing")]
+    )
+    p.add_argument("--ckpt-dir", metavar="DIR", help="checkpoint directory (e.g. /ckpt)")
+    p.add_argument(
+        "--resume",
+        nargs="?",
+        const="latest",
+        metavar="PATH",
+        help="continue from the newest checkpoint in --ckpt-dir (or PATH)",
+    )
+    p.add_argument("--keep-last", type=int, metavar="N", help="checkpoints to keep (default 3)")
+    p.add_argument("--checkpoint-interval", type=int, metavar="N", help="steps between checkpoints")
+    p.add_argument("--metrics-file", metavar="FILE", help="append JSONL metrics here")
+    p.add_argument("--log-interval", type=int, metavar="N")
+    for key in _PRECISION_FLAGS:
+        p.add_argument(_flag(key), choices=PRECISION_CHOICES[key], help=f"precision.{key}")
+    p.add_argument(
+        "--sensitive-layers",
+        metavar="LIST",
+        help="layers kept out of FP8, comma-separated "
+        "(default embedding,head,first_block,last_block)",
+    )
+    p.add_argument("--spike-action", choices=OTHER_CHOICES[("health", "spike_action")])
+    p.add_argument(
+        "--compare",
+        metavar="A,B",
+        help="A/B: train presets A and B from the same init and data, write a PNG and JSON",
+    )
+    p.add_argument("--inject-fault", metavar="nan@STEP", help="make the loss NaN/Inf at STEP")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="any config key, e.g. --set train.weight_decay=0.0 (repeatable)",
+    )
+    p.set_defaults(func=_cmd_train)
+
+
+_FLAG_KEYS: dict[str, tuple[str, str]] = {
+    "model": ("model", "size"),
+    "data": ("data", "source"),
+    "data_format": ("data", "format"),
+    "token_dtype": ("data", "token_dtype"),
+    "seq_len": ("data", "seq_len"),
+    "batch_size": ("train", "batch_size"),
+    "grad_accum": ("train", "grad_accum"),
+    "lr": ("train", "lr"),
+    "steps": ("train", "steps"),
+    "stop_at": ("train", "stop_at"),
+    "seed": ("train", "seed"),
+    "device": ("train", "device"),
+    "parallel": ("train", "parallel"),
+    "eval_interval": ("train", "eval_interval"),
+    "compile": ("train", "compile"),
+    "activation_checkpointing": ("train", "activation_checkpointing"),
+    "inject_fault": ("train", "inject_fault"),
+    "ckpt_dir": ("checkpoint", "dir"),
+    "resume": ("checkpoint", "resume"),
+    "keep_last": ("checkpoint", "keep_last"),
+    "checkpoint_interval": ("precision", "checkpoint_interval"),
+    "metrics_file": ("metrics", "file"),
+    "log_interval": ("metrics", "log_interval"),
+    "spike_action": ("health", "spike_action"),
+} | {key: ("precision", key) for key in _PRECISION_FLAGS}
+
+
+def overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The flags that were given, as a nested config mapping (over --set)."""
+    out = parse_set(args.set)
+    for attr, (section, key) in _FLAG_KEYS.items():
+        value = getattr(args, attr)
+        if value is not None:
+            out.setdefault(section, {})[key] = value
+    if args.sensitive_layers is not None:
+        layers = [x.strip() for x in args.sensitive_layers.split(",") if x.strip()]
+        out.setdefault("precision", {})["sensitive_layers"] = layers
+    return out
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    file_data = configfile.load(args.config) if args.config else {}
+    cfg = config.build(file_data, overrides(args), preset=args.preset)
+    compare = None
+    if args.compare is not None:
+        compare = [x.strip() for x in args.compare.split(",")]
+        if len(compare) != 2 or not all(compare) or compare[0] == compare[1]:
+            raise BadInput(f"--compare {args.compare!r}: name two presets, e.g. bf16,fp8-fwd")
+        unknown = ", ".join(name for name in compare if name not in PRESETS)
+        if unknown:
+            choices = ", ".join(PRESETS)
+            raise BadInput(f"--compare: unknown preset(s) {unknown}; choose from {choices}")
+    stop = StopRequest().install()
+    sink: Sink | None = None
+    try:
+        d = distributed.init(cfg.train)
+        sink = Sink(cfg.metrics.file, enabled=d.is_main)
+        if compare is not None:
+            train_compare(cfg, compare, d, sink, stop)
+        else:
+            train(cfg, d, sink, stop)
+    finally:
+        if sink is not None:
+            sink.close()
+        stop.restore()
+        distributed.shutdown()
+    return 0
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    data = collect()
+    print(json.dumps(data) if args.json else human(data))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trainer",
+        description="The trainimg FP8/BF16 trainer (runs as the image's ENTRYPOINT).",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"trainer {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="{train,info}")
+    _train_parser(sub)
+    info = sub.add_parser("info", help="report torch, CUDA, GPUs and FP8 support")
+    info.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    info.set_defaults(func=_cmd_info)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        code: int = args.func(args)
+    except Interrupted as exc:
+        print(f"stopped: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except TrainerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return code

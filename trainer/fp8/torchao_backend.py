@@ -1,0 +1,92 @@
+"""FP8 training through torchao's float8 Linear (dynamic scaling, tensorwise or row-wise).
+
+`fp8-fwd` (the seed's default) is expressed by disabling the three backward casts, so the
+backward GEMMs run in BF16; `fp8` keeps torchao's E5M2 gradient cast. torchao is imported only
+when FP8 is asked for, with its import-time notices about optional kernels silenced.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from torch import nn
+
+from trainer.errors import BadInput
+from trainer.precision import Plan
+
+_NOISY_LOGGERS = ("torchao", "torch.utils._pytree")
+
+
+@contextmanager
+def _quiet_import() -> Iterator[None]:
+    loggers = [logging.getLogger(name) for name in _NOISY_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+def load() -> Any:
+    """torchao's float8 config module, or BadInput when torchao is not installed."""
+    try:
+        with _quiet_import():
+            float8 = importlib.import_module("torchao.float8")
+            importlib.import_module("torchao.float8.config")
+    except ImportError as exc:
+        raise BadInput(
+            f"FP8 needs torchao, which is not importable here ({exc}); use --preset bf16"
+        ) from exc
+    return float8
+
+
+def float8_config(plan: Plan) -> Any:
+    """The torchao Float8LinearConfig for this precision plan."""
+    float8 = load()
+    cfg_mod = importlib.import_module("torchao.float8.config")
+    cast, scaling, gran = cfg_mod.CastConfig, cfg_mod.ScalingType, cfg_mod.ScalingGranularity
+    recipe = plan.config.fp8_recipe
+    rowwise = recipe.startswith("rowwise")
+    granularity = gran.AXISWISE if rowwise else gran.TENSORWISE
+    forward = cast(
+        scaling_type=scaling.DYNAMIC,
+        scaling_granularity=granularity,
+        target_dtype=plan.fp8_forward,
+    )
+    if plan.fp8_backward is None:
+        off = cast(scaling_type=scaling.DISABLED)
+        return float8.Float8LinearConfig(
+            cast_config_input=forward,
+            cast_config_weight=forward,
+            cast_config_grad_output=off,
+            cast_config_input_for_grad_weight=off,
+            cast_config_weight_for_grad_input=off,
+            round_scales_to_power_of_2=rowwise,
+        )
+    if rowwise:
+        return float8.Float8LinearConfig.from_recipe_name(recipe)
+    grad = cast(
+        scaling_type=scaling.DYNAMIC,
+        scaling_granularity=granularity,
+        target_dtype=plan.fp8_backward,
+    )
+    return float8.Float8LinearConfig(
+        cast_config_input=forward, cast_config_weight=forward, cast_config_grad_output=grad
+    )
+
+
+def convert(model: nn.Module, layer_names: set[str], plan: Plan) -> nn.Module:
+    """Swap the named nn.Linear layers for torchao Float8Linear, in place."""
+    float8 = load()
+    config = float8_config(plan)
+    float8.convert_to_float8_training(
+        model, config=config, module_filter_fn=lambda _mod, fqn: fqn in layer_names
+    )
+    return model

@@ -1,0 +1,104 @@
+"""`trainer info`: what this image's Python stack and GPUs can do, with no GPU required.
+
+Versions are read from package metadata, so reporting torchao or Transformer Engine never
+imports them (importing TE without a GPU can fail or be slow). `arch_flags` are the SASS/PTX
+targets the torch build carries (only CUDA builds have them; reading them needs no GPU).
+"""
+
+from __future__ import annotations
+
+import platform
+from importlib import metadata
+from typing import Any
+
+import torch
+
+from trainer import __version__
+from trainer.assemble import cpu_scaled_mm
+from trainer.fp8 import rules
+from trainer.mfu import peak_for
+from trainer.presets import PRESETS
+
+_TE_DISTRIBUTIONS = ("transformer_engine", "transformer-engine", "transformer_engine_torch")
+
+
+def _version(*names: str) -> str | None:
+    for name in names:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _arch_flags() -> list[str] | None:
+    get = getattr(torch._C, "_cuda_getArchFlags", None)
+    if get is None:
+        return None
+    flags = get()
+    return flags.split() if flags else []
+
+
+def _devices() -> list[dict[str, Any]]:
+    if not torch.cuda.is_available():
+        return []
+    out = []
+    for i in range(torch.cuda.device_count()):
+        name = torch.cuda.get_device_name(i)
+        major, minor = torch.cuda.get_device_capability(i)
+        out.append(
+            {
+                "index": i,
+                "name": name,
+                "compute_capability": f"{major}.{minor}",
+                "fp8": rules.device_problem(name, (major, minor), "tensorwise") is None,
+                "fp8_rowwise": rules.device_problem(name, (major, minor), "rowwise") is None,
+                "mfu_peak_known": peak_for(name) is not None,
+            }
+        )
+    return out
+
+
+def collect() -> dict[str, Any]:
+    return {
+        "trainer_version": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+        "arch_flags": _arch_flags(),
+        "devices": _devices(),
+        "fp8": {
+            "torchao": _version("torchao"),
+            "transformer_engine": _version(*_TE_DISTRIBUTIONS),
+            "scaled_mm_cpu": cpu_scaled_mm(),
+        },
+        "numpy": _version("numpy"),
+        "presets": list(PRESETS),
+    }
+
+
+def human(info: dict[str, Any]) -> str:
+    fp8 = info["fp8"]
+    lines = [
+        f"trainer      {info['trainer_version']}",
+        f"python       {info['python']}",
+        f"torch        {info['torch']} (CUDA {info['torch_cuda'] or 'none'})",
+        f"arch flags   {' '.join(info['arch_flags']) if info['arch_flags'] else '-'}",
+        f"torchao      {fp8['torchao'] or 'not installed'}",
+        f"TE           {fp8['transformer_engine'] or 'not installed'}",
+        f"CPU FP8 GEMM {'yes' if fp8['scaled_mm_cpu'] else 'no'} (torch._scaled_mm on CPU)",
+        f"presets      {', '.join(info['presets'])}",
+    ]
+    if not info["devices"]:
+        lines.append(
+            "GPUs         none visible" + ("" if info["cuda_available"] else " (CUDA unavailable)")
+        )
+    for dev in info["devices"]:
+        fp8 = "yes" if dev["fp8"] else "no"
+        rowwise = "yes" if dev["fp8_rowwise"] else "no"
+        lines.append(
+            f"GPU {dev['index']}        {dev['name']} (CC {dev['compute_capability']}, "
+            f"FP8 {fp8}, row-wise {rowwise})"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,61 @@
+"""Precision presets: named settings of the seed's precision layering (§5.1).
+
+The presets differ from each other only in the matmul rows, so `--compare bf16,fp8-fwd` isolates
+what FP8 does: `fp8-fwd` is the seed's default (FP8 E4M3 forward, BF16 backward, FP32 optimizer
+state, BF16 master weights and gradient sync), `bf16` is the same with a BF16 forward, and `fp8`
+also casts gradients to E5M2. `fp16` is classic mixed precision (FP32 master weights, FP16
+matmuls, a GradScaler) and `fp32` is the plain reference the distributed tests compare against.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Final
+
+LAYERING_KEYS: Final = (
+    "master_weights",
+    "optimizer_state",
+    "forward_matmul",
+    "backward_matmul",
+    "activation",
+    "grad_sync",
+)
+
+_SEED_DEFAULT: Final = {
+    "master_weights": "bf16",
+    "optimizer_state": "fp32",
+    "forward_matmul": "fp8_e4m3",
+    "backward_matmul": "bf16",
+    "activation": "bf16",
+    "grad_sync": "bf16",
+}
+
+PRESETS: Final = MappingProxyType(
+    {
+        "bf16": MappingProxyType(_SEED_DEFAULT | {"forward_matmul": "bf16"}),
+        "fp8-fwd": MappingProxyType(dict(_SEED_DEFAULT)),
+        "fp8": MappingProxyType(_SEED_DEFAULT | {"backward_matmul": "fp8_e5m2"}),
+        "fp16": MappingProxyType(
+            {
+                "master_weights": "fp32",
+                "optimizer_state": "fp32",
+                "forward_matmul": "fp16",
+                "backward_matmul": "fp16",
+                "activation": "fp32",
+                "grad_sync": "fp32",
+            }
+        ),
+        "fp32": MappingProxyType(
+            {
+                "master_weights": "fp32",
+                "optimizer_state": "fp32",
+                "forward_matmul": "fp32",
+                "backward_matmul": "fp32",
+                "activation": "fp32",
+                "grad_sync": "fp32",
+            }
+        ),
+    }
+)
+
+DEFAULT_PRESET: Final = "fp8-fwd"
