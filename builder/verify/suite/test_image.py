@@ -274,6 +274,12 @@ def _train(
                 f"{devs[0]['name']} (CC {devs[0]['compute_capability']}) has no FP8 "
                 "tensor cores (sm_89+ needed); the BF16 step covers this GPU"
             )
+    elif preset != "bf16" and not (trainer_info.get("fp8") or {}).get("scaled_mm_cpu"):
+        pytest.skip(
+            f"torch {trainer_info.get('torch')} cannot run FP8 matmuls on the CPU "
+            "(torch._scaled_mm on CPU tensors needs torch >= 2.13) and no GPU is attached: "
+            "the FP8 step runs only on an sm_89+ GPU"
+        )
     steps = int(ctx["train"]["steps"])
     metrics = f"/tmp/trainimg-verify-{preset}.jsonl"  # noqa: S108 - the container's /tmp
     cmd = (
