@@ -123,4 +123,3 @@ def test_a_target_gpu_without_native_kernels_fails(cuda_ctx: dict[str, Any]) -> 
         "does not run natively on every GPU the cell targets: Jetson T5000 (sm_110): no:"
         in (got["sm_kernels_fatbin_scan"][1])
     )
-
