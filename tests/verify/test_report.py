@@ -48,7 +48,12 @@ def local_ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]
     libs = tmp_path / "libs"
     libs.mkdir()
     (libs / "libtorch_cuda.so").write_bytes(elf64({".nv_fatbin": container(entry(SASS, 90))}))
-    monkeypatch.chdir(tmp_path)  # no trainer package importable from here: its checks error
+    # a trainer package that cannot be imported shadows the real one: its checks must error
+    shadow = tmp_path / "shadow" / "trainer"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text('raise ImportError("no trainer in this test")\n')
+    monkeypatch.setenv("PYTHONPATH", str(shadow.parent))
+    monkeypatch.chdir(tmp_path)
     return {
         "host": "local://",
         "engine": "local",

@@ -77,9 +77,11 @@ def python(ctx: dict[str, Any]) -> str:
 def run_json(host: Any, command: str, *args: str) -> dict[str, Any]:
     result = host.run(command, *args)
     if result.rc != 0:
+        err = result.stderr.strip()
+        last = err.splitlines()[-1] if err else "(no output on stderr)"
         pytest.fail(
-            f"`{command.split()[0]} ...` failed in the container (exit {result.rc}): "
-            f"{result.stderr.strip()[-600:]}",
+            f"`{command.split()[0]} ...` failed in the container (exit {result.rc}): {last}\n"
+            f"{err[-600:]}",
             False,
         )
     text = result.stdout.strip()
