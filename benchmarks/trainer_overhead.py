@@ -3,7 +3,8 @@
 Both sides get the model, batches and optimizer that `trainer.assemble` builds for a preset;
 the bare loop then does only forward, backward, clip and optimizer step, while the trainer adds
 everything it promises (per-step NaN check and device sync, health windows, log records, FP8
-statistics on log steps, the learning-rate schedule).
+statistics on log steps, the learning-rate schedule), logging every 10 steps as any run of
+100 steps or more does.
 
 Time is the CPU time of the main thread with torch on one thread, so other processes on the
 machine (there usually are some) do not land in the numbers the way they do in wall time.
@@ -11,12 +12,13 @@ Each round times both sides back to back, alternating which goes first; the over
 median over rounds of the paired ratio (pairs cancel slow drifts of the machine), with the
 spread of the rounds beside it. Target: overhead at most 5 %.
 
-    .venv/bin/python benchmarks/trainer_overhead.py [--steps 30] [--rounds 3]
+    .venv/bin/python benchmarks/trainer_overhead.py [--steps 40] [--rounds 6]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
 
@@ -29,6 +31,7 @@ from trainer.loop import Loop
 from trainer.metrics import Sink
 from trainer.signals import StopRequest
 
+LOG_INTERVAL = 10  # the default of any run of 100 steps or more
 CASES = (("tiny", "bf16"), ("tiny", "fp8-fwd"), ("small", "bf16"), ("small", "fp8-fwd"))
 
 
@@ -37,6 +40,7 @@ def _run(model: str, preset: str, steps: int) -> Run:
         {
             "model": {"size": model},
             "train": {"steps": steps, "eval_interval": 0, "device": "cpu", "batch_size": 8},
+            "metrics": {"log_interval": LOG_INTERVAL},
         },
         preset=preset,
     )
@@ -47,6 +51,7 @@ def _run(model: str, preset: str, steps: int) -> Run:
 
 def trainer_seconds(model: str, preset: str, steps: int) -> float:
     """CPU seconds per step of the trainer's loop."""
+    gc.collect()  # the previous run's garbage would otherwise slow whichever side runs next
     loop = Loop(_run(model, preset, steps), Sink(None, enabled=False), StopRequest())
     start = time.thread_time()
     loop.train()
@@ -55,6 +60,7 @@ def trainer_seconds(model: str, preset: str, steps: int) -> float:
 
 def bare_seconds(model: str, preset: str, steps: int) -> float:
     """CPU seconds per step of forward, backward, clip and optimizer step, nothing else."""
+    gc.collect()
     run = _run(model, preset, steps)
     params = [p for p in run.core.parameters() if p.requires_grad]
     start = time.thread_time()
@@ -71,8 +77,8 @@ def bare_seconds(model: str, preset: str, steps: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=6)
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"torch {torch.__version__}, 1 thread, {args.steps} steps, {args.rounds} rounds")
