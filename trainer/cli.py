@@ -187,6 +187,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             train_compare(cfg, compare, d, sink, stop)
         else:
             train(cfg, d, sink, stop)
+        distributed.barrier()
     finally:
         if sink is not None:
             sink.close()
