@@ -37,41 +37,41 @@ class Distro:
 # EL9: Python 3.9 default, 3.11 since 9.2, 3.12 since 9.4 (AppStream); system GCC 11, glibc 2.34.
 # CentOS Stream 9 ends with RHEL 9 full support (2027-05-31); RHEL 9 maintenance ends
 # 2032-05-31 (compat-facts.md D; primary sources not read). Rocky follows RHEL's dates.
+def _el9(key: str, name: str, eol: dt.date, eol_source: str) -> Distro:
+    """An EL9 rebuild: the same glibc, compiler and Pythons; only its name and end of life vary."""
+    return Distro(
+        key,
+        name,
+        "el9",
+        Version("2.34"),
+        (11,),
+        ("3.9", "3.11", "3.12"),
+        eol,
+        _RHEL9_LANGS,
+        Source(eol_source, confirmed=False),
+    )
+
+
 DISTROS: dict[str, Distro] = {
     d.key: d
     for d in (
-        Distro(
+        _el9(
             "centos-stream9",
             "CentOS Stream 9",
-            "el9",
-            Version("2.34"),
-            (11,),
-            ("3.9", "3.11", "3.12"),
             dt.date(2027, 5, 31),
-            _RHEL9_LANGS,
-            Source("https://www.centos.org/centos-stream/", confirmed=False),
+            "https://www.centos.org/centos-stream/",
         ),
-        Distro(
+        _el9(
             "ubi9",
             "Red Hat Universal Base Image 9",
-            "el9",
-            Version("2.34"),
-            (11,),
-            ("3.9", "3.11", "3.12"),
             dt.date(2032, 5, 31),
-            _RHEL9_LANGS,
-            Source("https://access.redhat.com/support/policy/updates/errata", confirmed=False),
+            "https://access.redhat.com/support/policy/updates/errata",
         ),
-        Distro(
+        _el9(
             "rocky9",
             "Rocky Linux 9",
-            "el9",
-            Version("2.34"),
-            (11,),
-            ("3.9", "3.11", "3.12"),
             dt.date(2032, 5, 31),
-            _RHEL9_LANGS,
-            Source("https://wiki.rockylinux.org/rocky/version/", confirmed=False),
+            "https://wiki.rockylinux.org/rocky/version/",
         ),
         Distro(
             "debian12",
