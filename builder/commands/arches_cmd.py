@@ -15,11 +15,10 @@ import os
 from typing import Any
 
 from builder import arches
-from builder.commands.common import shared_options
+from builder.commands.common import add_engine_options, shared_options
+from builder.engines import discover
 from builder.errors import TrainimgError
 from builder.fatbin import scan_paths
-from builder.verify import connect
-from builder.verify.connect import add_engine_options
 from builder.verify.scan import IMAGE_ROOTS, scan_image
 from builder.verify.target import resolve_image
 
@@ -70,7 +69,7 @@ def scan_target(args: argparse.Namespace) -> tuple[str, str, dict[str, Any]]:
     if os.path.exists(args.target):
         return "path", os.path.abspath(args.target), scan_paths([args.target]).to_dict()
     image = resolve_image(args.target, args.matrix)
-    with connect.engine_session(args.engine, args.url) as engine:
+    with discover.engine_session(args.engine, args.url) as engine:
         return "image", image, scan_image(engine, image, args.root or IMAGE_ROOTS)
 
 

@@ -28,9 +28,9 @@ from builder.build import (
     default_paths,
     plan_cells,
 )
-from builder.commands.common import shared_options, workspace
+from builder.commands.common import add_engine_options, shared_options, workspace
 from builder.engines.base import EngineError, EngineUnavailable, short_id
-from builder.engines.discover import HOW_TO_START, KINDS, discover
+from builder.engines.discover import HOW_TO_START, discover
 from builder.errors import TrainimgError
 
 _BUILD_ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]{0,127})=([^\n\r\x00]*)$")
@@ -57,15 +57,7 @@ def register(sub: Any) -> None:
         "cells", nargs="*", metavar="CELL", help="cells to build (see `trainimg matrix list`)"
     )
     p.add_argument("--all", action="store_true", help="build every cell of the matrix")
-    p.add_argument(
-        "--engine",
-        choices=KINDS,
-        default=os.environ.get("TRAINIMG_ENGINE") or None,
-        help="podman (podman-py, libpod API) or docker (docker SDK); default: discovery",
-    )
-    p.add_argument(
-        "--url", help="the engine's API URL (unix:///..., tcp://...); default: discovery"
-    )
+    add_engine_options(p)
     p.add_argument(
         "--wheelhouse",
         type=Path,

@@ -6,6 +6,7 @@ import argparse
 import datetime as dt
 import os
 
+from builder.engines.discover import KINDS
 from builder.errors import TrainimgError
 from builder.workspace import DEFAULT_MATRIX, Workspace, open_workspace
 
@@ -39,3 +40,16 @@ def workspace(args: argparse.Namespace, *, strict: bool = True) -> Workspace:
 
 def fail(message: str) -> TrainimgError:
     return TrainimgError(message)
+
+
+def add_engine_options(p: argparse.ArgumentParser) -> None:
+    """--engine and --url, as every command that talks to a container engine takes them."""
+    p.add_argument(
+        "--engine",
+        choices=KINDS,
+        default=os.environ.get("TRAINIMG_ENGINE") or None,
+        help="podman (podman-py) or docker (docker SDK); default: $TRAINIMG_ENGINE or discovery",
+    )
+    p.add_argument(
+        "--url", help="the engine's API URL (unix:///..., tcp://...); default: discovery"
+    )

@@ -12,10 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from builder.commands.common import shared_options
+from builder.commands.common import add_engine_options, shared_options
+from builder.engines import discover
 from builder.errors import TrainimgError
-from builder.verify import connect
-from builder.verify.connect import add_engine_options
 from builder.verify.runner import CHECKS, DEFAULT_STEPS, verify
 from builder.verify.scan import IMAGE_ROOTS
 from builder.verify.target import load_workspace, resolve_image
@@ -75,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         raise TrainimgError(f"--steps {args.steps}: need at least 2 steps to see the loss fall")
     image = resolve_image(args.target, args.matrix)
     ws = load_workspace(args.matrix)
-    with connect.engine_session(args.engine, args.url) as engine:
+    with discover.engine_session(args.engine, args.url) as engine:
         report = verify(
             engine,
             image,

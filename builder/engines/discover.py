@@ -21,7 +21,7 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -188,3 +188,18 @@ def discover(
         "no container engine is reachable (tried CONTAINER_HOST, DOCKER_HOST, "
         f"{ROOT_ENV}, {tried}); " + HOW_TO_START
     )
+
+
+@contextlib.contextmanager
+def engine_session(preference: str | None, url: str | None = None) -> Iterator[Engine]:
+    """An engine for one command; afterwards it is closed, and an isolated podman service that
+    discovery started for this command ($TRAINIMG_PODMAN_ROOT) is stopped."""
+    endpoint = discover(preference, url)
+    try:
+        engine = endpoint.connect()
+        try:
+            yield engine
+        finally:
+            engine.close()
+    finally:
+        endpoint.close()

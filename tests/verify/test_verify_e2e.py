@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from builder.cli import main
+from builder.engines import discover as connect_mod
 from builder.engines.base import ImageNotFound
-from builder.verify import connect as connect_mod
 from builder.verify.report import Report
 from builder.verify.runner import verify
 from builder.verify.scan import LABEL
