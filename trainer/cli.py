@@ -19,7 +19,7 @@ from trainer.errors import BadInput, Interrupted, TrainerError
 from trainer.info import collect, human
 from trainer.metrics import Sink
 from trainer.model import SIZES
-from trainer.presets import PRESETS
+from trainer.presets import LAYERING_KEYS, PRESETS
 from trainer.run import train, train_compare
 from trainer.signals import StopRequest
 
@@ -36,16 +36,8 @@ exit codes:
        clean exit; start again with --resume to continue
 """
 
-_PRECISION_FLAGS = (
-    "master_weights",
-    "optimizer_state",
-    "forward_matmul",
-    "backward_matmul",
-    "activation",
-    "grad_sync",
-    "fp8_recipe",
-    "fp8_backend",
-)
+# the seed's precision layering keys, plus how FP8 is done
+_PRECISION_FLAGS = (*LAYERING_KEYS, "fp8_recipe", "fp8_backend")
 
 
 def _flag(name: str) -> str:

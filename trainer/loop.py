@@ -27,6 +27,7 @@ from trainer.distributed import all_reduce, no_sync
 from trainer.errors import Interrupted, NumericalStop
 from trainer.metrics import Sink, Window, peak_memory_gb, train_line
 from trainer.mfu import mfu
+from trainer.presets import LAYERING_KEYS
 from trainer.schedule import lr_at
 from trainer.signals import StopRequest
 
@@ -370,17 +371,7 @@ class Loop:
             "wall_s": o.wall_s,
             "checkpoint": o.checkpoint,
             "preset": run.cfg.preset,
-            "precision": {
-                k: getattr(run.plan.config, k)
-                for k in (
-                    "master_weights",
-                    "optimizer_state",
-                    "forward_matmul",
-                    "backward_matmul",
-                    "activation",
-                    "grad_sync",
-                )
-            },
+            "precision": {k: getattr(run.plan.config, k) for k in LAYERING_KEYS},
             "fp8_layers": sum(1 for c in run.fp8_layers if c.fp8),
             "device": run.device_name,
             "world_size": run.dist.world,
