@@ -7,7 +7,6 @@ import datetime as dt
 import os
 
 from builder.engines.discover import KINDS
-from builder.errors import TrainimgError
 from builder.workspace import DEFAULT_MATRIX, Workspace, open_workspace
 
 
@@ -36,10 +35,6 @@ def shared_options() -> argparse.ArgumentParser:
 
 def workspace(args: argparse.Namespace, *, strict: bool = True) -> Workspace:
     return open_workspace(args.matrix, args.today, strict=strict)
-
-
-def fail(message: str) -> TrainimgError:
-    return TrainimgError(message)
 
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:
