@@ -92,13 +92,11 @@ def write_standin_trainer(directory: Path, version: str = "0.0.0+standin") -> Pa
 
 
 @pytest.fixture(scope="session")
-def trainer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The trainer package the test images bundle: the worktree's trainer/ once it exists,
-    else a stand-in written to a temporary directory."""
+def trainer_dir() -> Path:
+    """The trainer package the test images bundle: the repository's own trainer/."""
     real = REPO / "trainer"
-    if (real / "__main__.py").is_file():
-        return real
-    return write_standin_trainer(tmp_path_factory.mktemp("standin") / "trainer")
+    assert (real / "__main__.py").is_file(), f"{real} is not the trainer package"
+    return real
 
 
 @pytest.fixture(scope="session")
