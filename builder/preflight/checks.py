@@ -118,6 +118,20 @@ def host_os(state: HostState, plan: Plan, today: dt.date) -> Check:
     )
 
 
+def _not_el(state: HostState) -> str:
+    """Why a host is not judged as EL, from its os-release."""
+    if state.os is None:
+        return "the OS is unknown (no /etc/os-release)"
+    like = f", ID_LIKE={state.os.id_like}" if state.os.id_like else ""
+    return f"not an EL host (os-release ID={state.os.id}{like})"
+
+
+def _pkg(state: HostState, verb: str, package: str) -> str:
+    """The package manager's command line for this host's family (os-release, never a probe)."""
+    tool = host_rules.PACKAGE_TOOLS.get(state.family or "", "")
+    return f"{tool} {verb} {package}" if tool else f"{verb} {package} with the host's packages"
+
+
 def _installed_kernels(state: HostState) -> list[str]:
     rpm = state.rpm
     kernels = list(rpm.installed.get("kernel-core", ())) if rpm else []
@@ -133,13 +147,13 @@ def _boot_kernels(state: HostState) -> list[str]:
 
 def kernel_devel(state: HostState, plan: Plan, today: dt.date) -> Check:
     cid, src = "kernel.devel", (host_rules.KERNEL_DEVEL_SOURCE,)
+    if state.family != "el":
+        return Check(cid, SKIP, f"{_not_el(state)}: kernel-devel is checked on EL hosts only")
     if state.rpm is None:
+        out = state.out("rpm")
+        why = out.why() if out is not None else "not asked"
         return Check(
-            cid,
-            SKIP,
-            "not an RPM host (`rpm` not found): kernel-devel is checked on EL hosts only",
-            "",
-            src,
+            cid, WARN, f"an EL host where rpm gave nothing ({why})", "check the rpm database", src
         )
     devel = set(state.rpm.installed.get("kernel-devel", ()))
     kernels = _installed_kernels(state)
@@ -222,7 +236,12 @@ def dkms_modules(state: HostState, plan: Plan, today: dt.date) -> Check:
             sev,
             f"{out.why()}: cannot tell which kernels have an nvidia module"
             + (" and NVIDIA's DKMS streams need dkms (EPEL)" if out.missing else ""),
-            "dnf install dkms (from EPEL), or use NVIDIA's precompiled kmod streams",
+            _pkg(state, "install", "dkms")
+            + (
+                " (from EPEL), or use NVIDIA's precompiled kmod streams"
+                if state.family == "el"
+                else ""
+            ),
             src,
         )
     devel = set(state.rpm.installed.get("kernel-devel", ())) if state.rpm else set()
@@ -543,7 +562,7 @@ def secure_boot(state: HostState, plan: Plan, today: dt.date) -> Check:
             cid,
             WARN,
             f"cannot tell whether Secure Boot is on ({why})",
-            "dnf install mokutil, then rerun",
+            _pkg(state, "install", "mokutil") + ", then rerun",
             srcs,
         )
     if state.secure_boot == "unsupported":
@@ -754,7 +773,8 @@ def toolkit(state: HostState, plan: Plan, today: dt.date) -> Check:
             cid,
             sev,
             f"nvidia-container-toolkit: {why}: podman gets no GPU through CDI without it",
-            "dnf install nvidia-container-toolkit (NVIDIA's libnvidia-container repository)",
+            _pkg(state, "install", "nvidia-container-toolkit")
+            + " (NVIDIA's libnvidia-container repository)",
             srcs,
         )
     if ctk < host_rules.CDI_MIN_TOOLKIT:
@@ -857,7 +877,7 @@ def podman(state: HostState, plan: Plan, today: dt.date) -> Check:
             cid,
             WARN,
             f"podman: {why}: the training images cannot run here",
-            "dnf install podman",
+            _pkg(state, "install", "podman"),
             srcs,
         )
     if version < host_rules.PODMAN_CDI_MIN:
@@ -866,7 +886,7 @@ def podman(state: HostState, plan: Plan, today: dt.date) -> Check:
             BLOCK,
             f"podman {version} has no native CDI (needs >= "
             f"{host_rules.PODMAN_CDI_MIN}): --device nvidia.com/gpu=all fails",
-            "dnf upgrade podman",
+            _pkg(state, "upgrade", "podman"),
             srcs,
         )
     return Check(

@@ -124,6 +124,13 @@ class HostState:
         return self.smi_gpus[0].driver if self.smi_gpus else None
 
     @property
+    def family(self) -> str | None:
+        """el | debian | suse from /etc/os-release (None: unreadable or unknown)."""
+        if self.os is None:
+            return None
+        return host_rules.os_family(self.os.id, self.os.id_like)
+
+    @property
     def flavour(self) -> str | None:
         """open | proprietary: the loaded module's, else the one installed on disk."""
         return self.module.flavour if self.module is not None else self.installed_flavour
@@ -155,9 +162,10 @@ def gather(host: ReadOnlyHost, *, images: bool = True) -> HostState:
     o["os-release"] = host.read("/etc/os-release")
     state.os = parsers.os_release(o["os-release"].stdout) if o["os-release"].ok else None
 
-    # packages and kernels
-    o["rpm"] = host.run("rpm", "-q", "--qf", allowlist.RPM_QF, *sorted(allowlist.RPM_PACKAGES))
-    if not o["rpm"].missing:
+    # packages and kernels: rpm only on an EL host (os-release says so; Debian has an `rpm` too)
+    if state.family == "el":
+        o["rpm"] = host.run("rpm", "-q", "--qf", allowlist.RPM_QF, *sorted(allowlist.RPM_PACKAGES))
+    if "rpm" in o and not o["rpm"].missing:
         state.rpm = parsers.rpm_q(o["rpm"].stdout)
         o["rpm-kmods"] = host.run("rpm", "-qa", "--qf", allowlist.RPM_QF, allowlist.RPM_KMOD_GLOB)
         state.kmods = parsers.precompiled_kmods(parsers.rpm_q(o["rpm-kmods"].stdout))

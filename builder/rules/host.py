@@ -189,6 +189,30 @@ HOST_OSES: tuple[HostOs, ...] = (
 )
 RPM_FAMILIES = ("el7", "el8", "el9", "el10")
 
+# The package family of a host, from os-release(5) ID and ID_LIKE only (never from which
+# programs are installed: Debian ships an `rpm` package, and `dnf` is one apt-get away).
+# os-release(5): "ID_LIKE= A space-separated list of operating system identifiers in the same
+# syntax as the ID= setting ... closely related to the local operating system".
+OS_RELEASE_SOURCE = Source(
+    "https://www.freedesktop.org/software/systemd/man/latest/os-release.html"
+)
+OS_FAMILY_IDS: dict[str, tuple[str, ...]] = {
+    "el": ("rhel", "centos", "rocky", "almalinux", "ol", "fedora", "circle", "navylinux"),
+    "debian": ("debian", "ubuntu"),
+    "suse": ("sles", "opensuse", "suse", "opensuse-leap", "opensuse-tumbleweed"),
+}
+
+PACKAGE_TOOLS = {"el": "dnf", "debian": "apt-get", "suse": "zypper"}
+
+
+def os_family(os_id: str, id_like: str = "") -> str | None:
+    """el | debian | suse for an os-release ID (else the first ID_LIKE entry that is known)."""
+    for candidate in (os_id, *id_like.split()):
+        for family, ids in OS_FAMILY_IDS.items():
+            if candidate.lower() in ids:
+                return family
+    return None
+
 
 def host_os(os_id: str, version_id: str) -> HostOs | None:
     """The lifecycle entry for an os-release ID/VERSION_ID (ID_LIKE is never used to guess)."""

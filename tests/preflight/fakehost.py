@@ -67,6 +67,7 @@ class Recording:
     rc: int
     origin: str
     prefix: bool = False
+    never: bool = False  # on the host, but preflight must never ask (e.g. Debian's `rpm`)
 
     def matches(self, argv: tuple[str, ...]) -> bool:
         if self.prefix:
@@ -97,6 +98,7 @@ class Fixture:
                     int(spec.get("rc", 0)),
                     spec.get("origin", ""),
                     key in PREFIX_KEYS,
+                    bool(spec.get("never_asked", False)),
                 )
             )
         return cls(name, root, meta, recs)

@@ -106,8 +106,10 @@ def test_preflight_runs_only_allowed_commands_on_every_fixture_host(
     assert {a[0] for a in argvs} <= READ_ONLY_PROGRAMS
     # every recorded probe the fixture offers is one preflight really asks (no drift)
     asked = set(argvs)
-    offered = {r.argv for r in fake.fixture.recordings if not r.prefix}
+    offered = {r.argv for r in fake.fixture.recordings if not r.prefix and not r.never}
     assert offered <= asked, offered - asked
+    never = {r.argv for r in fake.fixture.recordings if r.never}
+    assert not never & asked, never & asked
 
 
 def test_a_transport_failure_is_unreachable_not_a_finding() -> None:

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from builder.preflight import checks
+from builder.preflight import allowlist, checks
 from builder.preflight.checks import Plan
 from builder.preflight.gather import HostState, gather
 from builder.preflight.hostio import ReadOnlyHost
@@ -241,3 +241,14 @@ def test_an_eol_os_warns() -> None:
 def test_skips_never_change_the_exit_code() -> None:
     got = run(h100())
     assert got["driver.target"].severity is SKIP
+
+
+def test_os_family_comes_from_os_release_not_from_an_rpm_binary(run_fixture: RunFixture) -> None:
+    """Issue 12 item 4: Debian with Debian's `rpm` installed is not an EL host."""
+    report, fake = run_fixture("debian12-rpm-installed", "570.124.06")
+    devel = check(report, "kernel.devel")
+    assert devel.severity is SKIP and "not an EL host (os-release ID=debian)" in devel.finding
+    assert [r.argv[0] for r in fake.fixture.recordings if r.never] == ["rpm"]
+    assert not any(allowlist.unrender(line)[0] == "rpm" for line in fake.lines)
+    assert not any("dnf " in c.remediation for c in report.checks)
+    assert exit_code([report]) == 3

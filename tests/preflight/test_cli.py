@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from builder.cli import main
+from builder.preflight import parsers
 from builder.preflight.checks import CHECK_IDS
+from builder.rules import host as host_rules
 from tests.preflight.conftest import REPO
 
 
@@ -21,29 +22,52 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
     return code, out, err
 
 
-def test_this_machine_reports_honestly_and_fast() -> None:
-    start = time.monotonic()
+def _this_os_family() -> str | None:
+    """This machine's family, read the way preflight must: from /etc/os-release alone."""
+    try:
+        text = Path("/etc/os-release").read_text()
+    except OSError:
+        return None
+    osr = parsers.os_release(text)
+    return host_rules.os_family(osr.id, osr.id_like) if osr else None
+
+
+def test_this_machine_reports_honestly() -> None:
+    # (the time it takes is benchmarks/preflight_bench.py's: no timed tests)
     proc = subprocess.run(
         [sys.executable, "-m", "builder.cli", "preflight"],
         cwd=REPO, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    elapsed = time.monotonic() - start
-    assert proc.returncode == 3, proc.stdout + proc.stderr  # warnings only: nothing NVIDIA here
     assert "Traceback" not in proc.stderr
+    if Path("/proc/driver/nvidia/version").exists():
+        pytest.skip("this machine has an NVIDIA driver: the no-GPU expectations do not apply")
+    assert proc.returncode in (1, 3), proc.stdout + proc.stderr
     assert "no NVIDIA driver is loaded" in proc.stdout
-    assert "no NVIDIA GPU is visible" in proc.stdout
-    assert "exit 3" in proc.stdout.splitlines()[-1]
-    assert elapsed < 2.0, f"took {elapsed:.2f} s"
+    assert f"exit {proc.returncode}" in proc.stdout.splitlines()[-1]
 
 
 def test_json_report(capsys: pytest.CaptureFixture[str]) -> None:
+    """Expectations follow this machine's os-release: on a non-EL host (Debian, with or without
+    Debian's `rpm` and `dnf` installed) no RPM check applies and nothing blocks."""
+    if Path("/proc/driver/nvidia/version").exists():
+        pytest.skip("this machine has an NVIDIA driver: the no-GPU expectations do not apply")
+    family = _this_os_family()
     code, out, _ = run_cli(capsys, "--json", "--target-driver", "570.124.06")
     doc = json.loads(out)
     assert doc["schema"] == 1 and doc["target_driver"] == "570.124.06"
-    assert doc["exit_code"] == code == 3
+    assert doc["exit_code"] == code
     (local,) = doc["hosts"]
     assert local["host"] == "local" and local["reachable"]
     assert [c["id"] for c in local["checks"]] == list(CHECK_IDS)
+    checks = {c["id"]: c for c in local["checks"]}
+    if family != "el":
+        assert code == 3, [
+            (c["id"], c["finding"]) for c in local["checks"] if c["severity"] == "block"
+        ]
+        assert checks["kernel.devel"]["severity"] == "skip"
+        assert "not an EL host" in checks["kernel.devel"]["finding"]
+        assert "rpm" not in local["facts"]["probes"]  # never asked on a non-EL host
+        assert not any("dnf " in c["remediation"] for c in local["checks"])
     assert local["facts"]["gpus"] == "no GPU"
     cu128 = [i for i in local["images"] if i["cuda"]]
     assert cu128 and all(i["after"]["status"] == "ok" for i in cu128)  # judged without a GPU
