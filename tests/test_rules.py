@@ -29,7 +29,9 @@ def test_unknown_cuda_release_names_the_known_ones() -> None:
         ("565.57.01", "12.7"),
         ("550.54.14", "12.4"),
         ("580.65.06", "13.0"),
-        ("610.1", "13.0"),
+        ("590.48.01", "13.1"),  # nvidia-smi's banner on 590.48.01
+        ("595.71.05", "13.2"),  # and on 595.71.05
+        ("510.54", "11.6"),
         ("470.256.02", "11.4"),
     ],
 )
@@ -39,6 +41,10 @@ def test_driver_cuda_version(driver: str, expected: str) -> None:
 
 def test_driver_older_than_any_known_branch_has_no_cuda_version() -> None:
     assert cuda.driver_cuda_version(DriverVersion("390.157")) is None
+
+
+def test_a_branch_past_the_table_is_never_extrapolated() -> None:
+    assert cuda.driver_cuda_version(DriverVersion("610.1")) is None
 
 
 def test_cuda_tag() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from builder.preflight import images as img
 from builder.preflight.checks import Plan, run_checks
 from builder.preflight.gather import HostState, gather
-from builder.preflight.hostio import HostUnreachable, ReadOnlyHost, connect
+from builder.preflight.hostio import HostUnreachable, ReadOnlyHost, connect, connect_validated
 from builder.preflight.impact import impact, impact_check
 from builder.preflight.inventory import Target
 from builder.preflight.model import BLOCK, OK, Check
@@ -115,7 +115,10 @@ def preflight_host(target: Target, ctx: Context, connect_fn: Connect = connect) 
     if target.spec is None:
         return unreachable(target.name, target.error or "no connection for this host")
     try:
-        host = connect_fn(target.spec)
+        if target.connection is not None and connect_fn is connect:
+            host = connect_validated(target.connection)  # fields as arguments, never a URL
+        else:
+            host = connect_fn(target.spec)
         state = gather(host, images=ctx.local_images)
         state.name = target.name
         report = judge_state(state, ctx)

@@ -17,7 +17,7 @@ from builder.preflight import allowlist
 # Exit statuses of the first probe (`uname -r`, present on every Linux) that mean the host was
 # not reached: ssh's own failure (255), podman exec of a container that is gone (125), and a
 # transport program that is not installed here (127, e.g. no ssh client).
-_TRANSPORT_RC = {255: "ssh", 125: "podman exec", 127: "the connection"}
+_TRANSPORT_RC = {255: "ssh", 125: "podman exec", 127: "the connection", 1: "the connection"}
 
 
 class HostUnreachable(ConnectionError):
@@ -99,10 +99,12 @@ class ReadOnlyHost:
         return self.run("cat", path)
 
     def reach(self) -> Output:
-        """The first probe: `uname -r`. Raises HostUnreachable when the transport fails."""
+        """The first probe: `uname -r`, present on every Linux. Raises HostUnreachable when it
+        does not succeed: the transport failed (ssh 255, podman 125, docker 1 for a container
+        that does not exist, 127 when the client is missing), or the host is not usable."""
         out = self.run("uname", "-r")
-        via = _TRANSPORT_RC.get(out.rc)
-        if via is not None:
+        if not out.ok:
+            via = _TRANSPORT_RC.get(out.rc, "the first probe (`uname -r`)")
             raise HostUnreachable(f"{self.name}: {via} failed (exit {out.rc}): {out.why()}")
         return out
 
@@ -116,3 +118,35 @@ def connect(spec: str, timeout: int = allowlist.TIMEOUT_S) -> ReadOnlyHost:
     except Exception as exc:  # an unknown scheme, a malformed spec, a missing ansible
         raise HostUnreachable(f"{spec}: {type(exc).__name__}: {exc}") from exc
     return ReadOnlyHost(host, spec, timeout)
+
+
+def connect_validated(conn: Any, timeout: int = allowlist.TIMEOUT_S) -> ReadOnlyHost:
+    """A ReadOnlyHost for an inventory Connection: testinfra's backend gets each validated
+    field as an argument; no URL is built or parsed, so no value can become a backend option
+    (`ansible_port="1?ssh_config=FILE"` never reaches ssh: the inventory refuses it)."""
+    import os
+
+    import testinfra.backend
+    import testinfra.host
+
+    kwargs: dict[str, Any] = {}
+    if conn.sudo:
+        kwargs["sudo"] = True
+        if conn.sudo_user:
+            kwargs["sudo_user"] = conn.sudo_user
+    name = conn.display
+    try:
+        if conn.backend == "local":
+            backend = testinfra.backend.get_backend_class("local")("", **kwargs)
+        elif conn.backend in ("ssh", "paramiko"):
+            host = f"[{conn.host}]" if ":" in conn.host else conn.host
+            hostspec = (f"{conn.user}@" if conn.user else "") + host
+            hostspec += f":{conn.port}" if conn.port else ""
+            if conn.identity_file:
+                kwargs["ssh_identity_file"] = os.path.expanduser(conn.identity_file)
+            backend = testinfra.backend.get_backend_class(conn.backend)(hostspec, **kwargs)
+        else:
+            backend = testinfra.backend.get_backend_class(conn.backend)(conn.host, **kwargs)
+    except Exception as exc:  # a missing paramiko, an unknown backend
+        raise HostUnreachable(f"{name}: {type(exc).__name__}: {exc}") from exc
+    return ReadOnlyHost(testinfra.host.Host(backend), name, timeout)

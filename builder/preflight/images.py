@@ -17,7 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 from builder import labels as lab
 from builder.preflight.parsers import LocalImage
-from builder.requirements import nvidia_require_cuda
+from builder.requirements import collect, disable_require, nvidia_require_cuda
 from builder.workspace import Workspace
 
 P = lab.PREFIX
@@ -25,8 +25,6 @@ ARCH_LABEL = f"{P}.cuda.arch-list"
 DRIVER_MIN_LABEL = f"{P}.driver.min"
 CUDA_LABEL = f"{P}.cuda.version"
 CELL_LABEL = f"{P}.cell"
-# NVIDIA_DISABLE_REQUIRE goes through Go's strconv.ParseBool (compat-facts.md A.4).
-_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 
 
 @dataclass(frozen=True)
@@ -40,6 +38,7 @@ class ImageRecord:
     driver_min: str | None
     disable_require: bool = False
     cell: str | None = None
+    requirement_error: str = ""  # the toolkit cannot collect the requirements (hook fails)
 
     @property
     def gpu(self) -> bool:
@@ -56,25 +55,27 @@ class ImageRecord:
             "arch_list": list(self.arch_list) if self.arch_list is not None else None,
             "driver_min": self.driver_min,
             "disable_require": self.disable_require,
+            "requirement_error": self.requirement_error or None,
         }
 
 
+REQUIREMENT_ERROR = "error: "
+
+
 def requirements_from_env(env: dict[str, str]) -> tuple[tuple[str, ...], str]:
-    """What nvidia-container-toolkit's GetRequirements collects: every NVIDIA_REQUIRE_* but
-    NVIDIA_REQUIRE_JETPACK; a legacy image (CUDA_VERSION, no NVIDIA_REQUIRE_CUDA) gets an
-    implicit cuda>=MAJOR.MINOR."""
-    reqs = tuple(
-        v
-        for k, v in sorted(env.items())
-        if k.startswith("NVIDIA_REQUIRE_") and k != "NVIDIA_REQUIRE_JETPACK" and v.strip()
-    )
-    if reqs:
-        return reqs, "env"
-    cuda = env.get("CUDA_VERSION", "")
-    parts = cuda.split(".")
-    if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
-        return (f"cuda>={parts[0]}.{parts[1]}",), "implicit from CUDA_VERSION (legacy image)"
-    return (), ""
+    """What nvidia-container-toolkit's GetRequirements collects (builder.requirements.collect),
+    judged even when NVIDIA_DISABLE_REQUIRE is set (the flag is kept apart, see ImageRecord):
+    the image still needs what it asks for, only the hook stops checking it."""
+    got = collect({k: v for k, v in env.items() if k != "NVIDIA_DISABLE_REQUIRE"})
+    if got.error:
+        return (), f"{REQUIREMENT_ERROR}{got.error}"
+    origins = [o for o, _ in got.requirements]
+    if not origins:
+        return (), ""
+    legacy = "implicit from CUDA_VERSION (legacy image)"
+    if origins == ["CUDA_VERSION"]:
+        return got.texts, legacy
+    return got.texts, "env" + (f" + {legacy}" if "CUDA_VERSION" in origins else "")
 
 
 def _arches(labels: dict[str, str]) -> tuple[str, ...] | None:
@@ -197,7 +198,7 @@ def from_local(images: list[LocalImage]) -> tuple[list[ImageRecord], int]:
     out, skipped = [], 0
     for img in images:
         reqs, origin = requirements_from_env(img.env)
-        if not reqs and CELL_LABEL not in img.labels:
+        if not reqs and not origin and CELL_LABEL not in img.labels:
             skipped += 1
             continue
         cuda = img.labels.get(CUDA_LABEL) or img.env.get("CUDA_VERSION") or None
@@ -210,8 +211,11 @@ def from_local(images: list[LocalImage]) -> tuple[list[ImageRecord], int]:
                 _arches(img.labels) if cuda else (),
                 cuda,
                 img.labels.get(DRIVER_MIN_LABEL),
-                img.env.get("NVIDIA_DISABLE_REQUIRE", "") in _GO_TRUE,
+                disable_require(img.env),
                 img.labels.get(CELL_LABEL),
+                origin.removeprefix(REQUIREMENT_ERROR)
+                if origin.startswith(REQUIREMENT_ERROR)
+                else "",
             )
         )
     return out, skipped

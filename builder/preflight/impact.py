@@ -17,16 +17,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from packaging.version import Version
+
 from builder.preflight.gather import HostGpu
 from builder.preflight.images import ImageRecord
 from builder.preflight.model import BLOCK, OK, SKIP, WARN, Check, Severity
 from builder.requirements import (
     Gpu,
     HostFacts,
-    RequirementSyntaxError,
     Term,
     evaluate,
     parse,
+    problem,
 )
 from builder.rules import cuda as cuda_rules
 from builder.rules import gpus as gpu_rules
@@ -35,10 +37,11 @@ from builder.rules.driver_version import DriverVersion
 from builder.rules.sources import LIBNVIDIA_CONTAINER_DSL
 
 OK_, MVC, FWD, BROKEN = "ok", "mvc", "fwd-compat", "broken"
-CPU, NO_DRIVER = "cpu", "no-driver"
-_RANK = {OK_: 0, MVC: 1, FWD: 1, BROKEN: 2}
+CPU, NO_DRIVER, UNKNOWN = "cpu", "no-driver", "unknown"
+_RANK = {OK_: 0, MVC: 1, FWD: 1, UNKNOWN: 1, BROKEN: 2}
 SEVERITY: dict[str, Severity] = {
     OK_: OK,
+    UNKNOWN: WARN,
     MVC: WARN,
     FWD: WARN,
     BROKEN: BLOCK,
@@ -103,9 +106,14 @@ def _cuda_minor(image: ImageRecord) -> str | None:
 
 
 def judge(
-    image: ImageRecord, driver: DriverVersion | None, flavour: str | None, gpus: list[HostGpu]
+    image: ImageRecord,
+    driver: DriverVersion | None,
+    flavour: str | None,
+    gpus: list[HostGpu],
+    cuda: Version | None = None,
 ) -> Verdict:
-    """One image on one driver (with the given kernel-module flavour) for these GPUs."""
+    """One image on one driver (with the given kernel-module flavour) for these GPUs; `cuda` is
+    the CUDA version the host reports for that driver (nvidia-smi), else the branch table's."""
     if not image.gpu:
         return Verdict(CPU, ("CPU image: no GPU requirement",))
     if driver is None:
@@ -115,20 +123,34 @@ def judge(
     notes: list[str] = []
     status = OK_
     branch = driver.major
-    facts = HostFacts.for_driver(driver, tuple(_req_gpu(g) for g in gpus))
+    facts = HostFacts.for_driver(driver, tuple(_req_gpu(g) for g in gpus), cuda)
     if not gpus:
         notes.append(
             "no GPU visible: judged as libnvidia-container does without one (brand and "
             "arch conditions hold)"
         )
     minor = _cuda_minor(image)
+    if image.requirement_error:
+        broken.append(f"requirement error: {image.requirement_error}")
     for text in image.requirements:
-        try:
-            req = parse(text)
-        except RequirementSyntaxError as exc:
-            broken.append(f"unparsable requirement: {exc}")
-            continue
+        req = parse(text)
         verdict = evaluate(req, facts)
+        if verdict.undecided and not verdict.satisfied:
+            status = UNKNOWN
+            soft.append(
+                f"the CUDA version of driver {driver} is not known to the rules (R{branch} is "
+                f"past builder/rules/drivers.py BRANCH_CUDA): {text.split(' ', 1)[0]} cannot "
+                "be judged; on a live host preflight reads nvidia-smi's CUDA Version"
+            )
+            continue
+        if verdict.invalid is not None:
+            bad = verdict.invalid
+            broken.append(
+                f"NVIDIA_REQUIRE condition {bad.raw!r} is malformed "
+                f"({problem(bad) or 'not a valid comparison'}) and is evaluated here: "
+                "libnvidia-container fails the container with 'invalid expression'"
+            )
+            continue
         if not verdict.satisfied:
             who = verdict.failed_gpu
             gpu = next((g for g in gpus if who is not None and _req_gpu(g) == who), None)
@@ -226,11 +248,12 @@ def impact(
     current_flavour: str | None,
     target: DriverVersion | None,
     target_flavour: str | None,
+    current_cuda: Version | None = None,
 ) -> list[Row]:
     return [
         Row(
             img,
-            judge(img, current, current_flavour, gpus),
+            judge(img, current, current_flavour, gpus, current_cuda),
             judge(img, target, target_flavour, gpus) if target is not None else None,
         )
         for img in images
@@ -285,7 +308,7 @@ def impact_check(rows: list[Row], target: DriverVersion | None, notes: list[str]
             "or rebuild them for it (see the image table)",
             IMPACT_SOURCES,
         )
-    if counts.get(FWD) or counts.get(MVC):
+    if counts.get(FWD) or counts.get(MVC) or counts.get(UNKNOWN):
         return Check(
             cid,
             WARN,

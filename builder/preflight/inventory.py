@@ -10,10 +10,10 @@ the private key -> ?ssh_identity_file=), local://, podman://, docker://.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import shlex
-import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,10 +28,73 @@ class InventoryError(TrainimgError):
 
 
 @dataclass(frozen=True)
+class Connection:
+    """An inventory host's connection, every field validated: testinfra gets them as
+    arguments (never as URL text, whose query string would become backend options)."""
+
+    backend: str  # ssh | paramiko | local | podman | docker
+    host: str = ""  # hostname or IP address; the container name for podman/docker
+    user: str = ""
+    port: int | None = None
+    identity_file: str = ""
+    sudo: bool = False
+    sudo_user: str = ""
+
+    @property
+    def display(self) -> str:
+        """A spec-like text for reports (never parsed again)."""
+        if self.backend == "local":
+            return "local://"
+        at = f"{self.user}@" if self.user else ""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        port = f":{self.port}" if self.port else ""
+        return f"{self.backend}://{at}{host}{port}"
+
+
+@dataclass(frozen=True)
 class Target:
     name: str
     spec: str | None  # None when the host's variables do not give a usable connection
     error: str = ""
+    connection: Connection | None = None  # set for inventory hosts (validated fields)
+
+
+# Strict shapes for inventory values (anything else is refused with the key and the value).
+_HOSTNAME = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?"
+)
+_USER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
+_KEY_PATH = re.compile(r"~?/?[A-Za-z0-9_.@+-]+(?:/[A-Za-z0-9_.@+-]+)*")
+_CONTAINER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+class _Invalid(ValueError):
+    pass
+
+
+def _address(key: str, value: str) -> str:
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        pass
+    if _HOSTNAME.fullmatch(value):
+        return value
+    raise _Invalid(f"{key}={value!r} is not a hostname or an IP address")
+
+
+def _port(key: str, value: Any) -> int:
+    text = str(value)
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise _Invalid(f"{key}={text!r} is not a port number (1-65535)")
+    return int(text)
+
+
+def _shaped(key: str, value: Any, pattern: re.Pattern[str], what: str) -> str:
+    text = str(value)
+    if not pattern.fullmatch(text) or ".." in text.split("/"):
+        raise _Invalid(f"{key}={text!r} is not {what}")
+    return text
 
 
 @dataclass
@@ -203,37 +266,51 @@ def _hostvars(groups: dict[str, _Group], host: str) -> dict[str, Any]:
 
 
 def spec_for(host: str, hv: dict[str, Any]) -> Target:
+    """The validated connection of one inventory host; a value of the wrong shape makes the
+    host unusable (its `host.reach` finding names the key and the value), never a spec."""
+    try:
+        conn = _connection(host, hv)
+    except _Invalid as exc:
+        return Target(host, None, f"inventory host {host!r}: {exc}")
+    if conn is None:
+        return Target(
+            host,
+            None,
+            f"ansible_connection={hv.get('ansible_connection')} is not one preflight can use "
+            "(ssh, paramiko, local, podman, docker)",
+        )
+    return Target(host, conn.display, "", conn)
+
+
+def _connection(host: str, hv: dict[str, Any]) -> Connection | None:
     conn = str(hv.get("ansible_connection", "ssh"))
-    address = str(hv.get("ansible_host", host))
-    query: dict[str, str] = {}
-    if str(hv.get("ansible_become", "")).lower() in ("true", "yes", "1"):
-        query["sudo"] = "true"
-        if hv.get("ansible_become_user"):
-            query["sudo_user"] = str(hv["ansible_become_user"])
-    key = hv.get("ansible_ssh_private_key_file") or hv.get("ansible_private_key_file")
-    if key:
-        query["ssh_identity_file"] = str(key)
-    qs = f"?{urllib.parse.urlencode(query)}" if query else ""
+    sudo = str(hv.get("ansible_become", "")).lower() in ("true", "yes", "1")
+    sudo_user = ""
+    if sudo and hv.get("ansible_become_user"):
+        sudo_user = _shaped("ansible_become_user", hv["ansible_become_user"], _USER, "a user name")
     if conn == "local":
-        return Target(host, f"local://{qs}")
+        return Connection("local", sudo=sudo, sudo_user=sudo_user)
     if conn in ("ssh", "smart", "paramiko", "paramiko_ssh"):
-        user = hv.get("ansible_user") or hv.get("ansible_ssh_user")
-        port = hv.get("ansible_port") or hv.get("ansible_ssh_port")
-        netloc = f"{urllib.parse.quote(str(user))}@" if user else ""
-        netloc += f"[{address}]" if ":" in address else address
-        netloc += f":{port}" if port else ""
-        scheme = "paramiko" if conn.startswith("paramiko") else "ssh"
-        return Target(host, f"{scheme}://{netloc}{qs}")
-    if conn in ("containers.podman.podman", "podman"):
-        return Target(host, f"podman://{address}{qs}")
-    if conn in ("community.docker.docker", "docker"):
-        return Target(host, f"docker://{address}{qs}")
-    return Target(
-        host,
-        None,
-        f"ansible_connection={conn} is not one preflight can use "
-        "(ssh, paramiko, local, podman, docker)",
-    )
+        address = _address("ansible_host", str(hv.get("ansible_host", host)))
+        user_v = hv.get("ansible_user") or hv.get("ansible_ssh_user")
+        user = _shaped("ansible_user", user_v, _USER, "a user name") if user_v else ""
+        port_key = "ansible_port" if hv.get("ansible_port") else "ansible_ssh_port"
+        port_v = hv.get(port_key)
+        port = _port(port_key, port_v) if port_v not in (None, "") else None
+        key_name = (
+            "ansible_ssh_private_key_file"
+            if hv.get("ansible_ssh_private_key_file")
+            else "ansible_private_key_file"
+        )
+        key_v = hv.get(key_name)
+        key = _shaped(key_name, key_v, _KEY_PATH, "a key file path") if key_v else ""
+        backend = "paramiko" if conn.startswith("paramiko") else "ssh"
+        return Connection(backend, address, user, port, key, sudo, sudo_user)
+    if conn in ("containers.podman.podman", "podman", "community.docker.docker", "docker"):
+        name = _shaped("ansible_host", hv.get("ansible_host", host), _CONTAINER, "a container name")
+        backend = "podman" if "podman" in conn else "docker"
+        return Connection(backend, name, sudo=sudo, sudo_user=sudo_user)
+    return None
 
 
 def targets(path: str | Path, limit: str | None = None) -> list[Target]:

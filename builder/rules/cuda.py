@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
+from builder.rules import drivers as driver_rules
 from builder.rules.driver_version import DriverVersion
 from builder.rules.sources import (
     CUDA_FORWARD_COMPAT,
@@ -126,27 +127,5 @@ def minor(cuda: Version) -> str:
     return f"{cuda.major}.{cuda.minor}"
 
 
-# The CUDA driver-API version each driver branch reports (`nvidia-smi` "CUDA Version", and the
-# `cuda` key of NVIDIA_REQUIRE_CUDA). From Table 3's first branch per toolkit; 565 -> 12.7 has no
-# toolkit of its own and is read from driver release notes (not a primary source here).
-DRIVER_BRANCH_CUDA: dict[int, Version] = {
-    470: Version("11.4"),
-    525: Version("12.0"),
-    530: Version("12.1"),
-    535: Version("12.2"),
-    545: Version("12.3"),
-    550: Version("12.4"),
-    555: Version("12.5"),
-    560: Version("12.6"),
-    565: Version("12.7"),
-    570: Version("12.8"),
-    575: Version("12.9"),
-    580: Version("13.0"),
-}
-DRIVER_BRANCH_CUDA_SOURCE = Source(CUDA_RELEASE_NOTES.ref, confirmed=False)
-
-
-def driver_cuda_version(driver: Version) -> Version | None:
-    """The CUDA version a driver supports: its branch's entry, or the nearest lower known one."""
-    known = [b for b in DRIVER_BRANCH_CUDA if b <= driver.major]
-    return DRIVER_BRANCH_CUDA[max(known)] if known else None
+# The CUDA version each driver branch reports lives with the branch facts (rules/drivers.py).
+driver_cuda_version = driver_rules.driver_cuda_version

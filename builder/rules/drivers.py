@@ -1,9 +1,12 @@
-"""NVIDIA driver branch facts: kernel-module flavours and branch lifecycles."""
+"""NVIDIA driver branch facts: kernel-module flavours, branch lifecycles, and the CUDA version
+each branch supports."""
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+
+from packaging.version import Version
 
 from builder.rules.sources import DATACENTER_DRIVER_LIFECYCLE, DRIVER_INSTALL_GUIDE, Source
 
@@ -19,6 +22,7 @@ OPEN_MODULES_MIN_CC = (7, 5)
 KERNEL_MODULES = ("open", "proprietary")
 
 
+# --- lifecycle -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class BranchLifecycle:
     branch: int
@@ -27,16 +31,148 @@ class BranchLifecycle:
     source: Source
 
 
-# Data center driver branch lifecycle as listed in the 615/620 release notes. compat-facts.md D.
-# R570 is no longer listed, so its end of life is not known.
+_LIFECYCLE_615 = Source(
+    "https://docs.nvidia.com/datacenter/tesla/drivers/615/"
+    "supported-drivers-and-cuda-toolkit-versions.html (Table 2)"
+)
+_LIFECYCLE_620 = Source(
+    "https://docs.nvidia.com/datacenter/tesla/drivers/620/"
+    "supported-drivers-and-cuda-toolkit-versions.html (Table 2)"
+)
+# R570's row left the table before the 615 docs; its February 2026 end of life is the earlier
+# (580-era) edition of the same page, which was not read here.
+_LIFECYCLE_580 = Source(
+    "https://docs.nvidia.com/datacenter/tesla/drivers/580/"
+    "supported-drivers-and-cuda-toolkit-versions.html",
+    confirmed=False,
+)
+
+# NVIDIA's data center driver lifecycle table (month of end of life -> its last day). Only
+# long-term support and production branches are listed; new feature branches "are short-lived
+# and do not have an end-of-life date" (620 edition, note under Table 2).
 BRANCH_LIFECYCLE: dict[int, BranchLifecycle] = {
     b.branch: b
     for b in (
-        BranchLifecycle(535, "LTSB", dt.date(2026, 6, 30), DATACENTER_DRIVER_LIFECYCLE),
-        BranchLifecycle(570, "PB", None, Source(DATACENTER_DRIVER_LIFECYCLE.ref, False)),
-        BranchLifecycle(580, "LTSB", dt.date(2028, 6, 30), DATACENTER_DRIVER_LIFECYCLE),
-        BranchLifecycle(595, "PB", dt.date(2027, 3, 31), DATACENTER_DRIVER_LIFECYCLE),
-        BranchLifecycle(610, "NFB", dt.date(2026, 8, 31), DATACENTER_DRIVER_LIFECYCLE),
-        BranchLifecycle(620, "LTSB", dt.date(2029, 9, 30), DATACENTER_DRIVER_LIFECYCLE),
+        BranchLifecycle(535, "LTSB", dt.date(2026, 6, 30), _LIFECYCLE_615),
+        BranchLifecycle(570, "PB", dt.date(2026, 2, 28), _LIFECYCLE_580),
+        BranchLifecycle(580, "LTSB", dt.date(2028, 6, 30), _LIFECYCLE_620),
+        BranchLifecycle(595, "PB", dt.date(2027, 3, 31), _LIFECYCLE_620),
+        BranchLifecycle(610, "NFB", dt.date(2026, 8, 31), _LIFECYCLE_615),
+        BranchLifecycle(620, "LTSB", dt.date(2029, 9, 30), _LIFECYCLE_620),
     )
 }
+LIFECYCLE_SOURCE = DATACENTER_DRIVER_LIFECYCLE
+# Warn this many days ahead of a branch's end of life (trainimg policy, as for OS lifecycles).
+BRANCH_EOL_WARN_DAYS = 180
+
+
+@dataclass(frozen=True)
+class BranchStatus:
+    branch: int
+    state: str  # supported | ending | eol | unlisted | unknown
+    text: str
+    eol: dt.date | None
+    source: Source
+
+    @property
+    def past_eol(self) -> bool:
+        return self.state in ("eol", "unlisted")
+
+
+def branch_status(branch: int, today: dt.date) -> BranchStatus:
+    """Where a branch stands in NVIDIA's lifecycle on `today`. A branch below the newest listed
+    one that the table does not list (R575, R565, R560, R550...) is out of support: NVIDIA
+    lists every supported LTSB/PB branch, and a new feature branch ends when the next ships."""
+    life = BRANCH_LIFECYCLE.get(branch)
+    if life is not None and life.eol is not None:
+        left = (life.eol - today).days
+        if left < 0:
+            text = f"R{branch} ({life.kind}) reached end of life on {life.eol}"
+            return BranchStatus(branch, "eol", text, life.eol, life.source)
+        if left <= BRANCH_EOL_WARN_DAYS:
+            text = f"R{branch} ({life.kind}) reaches end of life on {life.eol} ({left} days)"
+            return BranchStatus(branch, "ending", text, life.eol, life.source)
+        text = f"R{branch} ({life.kind}) is supported until {life.eol}"
+        return BranchStatus(branch, "supported", text, life.eol, life.source)
+    if branch < max(BRANCH_LIFECYCLE):
+        text = (
+            f"R{branch} is not in NVIDIA's driver lifecycle table: no longer supported "
+            "(a past new feature branch, or a branch past its end of life)"
+        )
+        return BranchStatus(branch, "unlisted", text, None, _LIFECYCLE_620)
+    text = f"R{branch} is newer than every branch in NVIDIA's lifecycle table the rules hold"
+    return BranchStatus(branch, "unknown", text, None, _LIFECYCLE_620)
+
+
+# --- the CUDA version a branch supports ------------------------------------------------------
+@dataclass(frozen=True)
+class BranchCuda:
+    branch: int
+    cuda: Version  # what the driver reports: nvidia-smi "CUDA Version", cuDriverGetVersion
+    source: Source
+
+
+def _notes(version: str, confirmed: bool = True) -> Source:
+    return Source(
+        f"https://docs.nvidia.com/cuda/archive/{version}/cuda-toolkit-release-notes/index.html "
+        "(CUDA Toolkit and Corresponding Driver Versions)",
+        confirmed,
+    )
+
+
+# The first toolkit of each CUDA minor names its driver branch in the release notes' table
+# "CUDA Toolkit and Corresponding Driver Versions" (Linux x86_64); a driver of that branch
+# reports that CUDA version. R565 shipped with no toolkit of its own (it reports 12.7); R590
+# and R595 report 13.1 and 13.2 (public `nvidia-smi` banners of 590.48.01 and 595.71.05).
+# Never extrapolate past the last row: an unknown branch has an unknown CUDA version, and on a
+# live host the nvidia-smi banner is read instead.
+BRANCH_CUDA: dict[int, BranchCuda] = {
+    b.branch: b
+    for b in (
+        BranchCuda(418, Version("10.1"), _notes("10.1")),
+        BranchCuda(440, Version("10.2"), _notes("10.2")),
+        BranchCuda(450, Version("11.0"), _notes("11.0.3")),
+        BranchCuda(455, Version("11.1"), _notes("11.1.1")),
+        BranchCuda(460, Version("11.2"), _notes("11.2.2")),
+        BranchCuda(465, Version("11.3"), _notes("11.3.1")),
+        BranchCuda(470, Version("11.4"), _notes("11.4.4")),
+        BranchCuda(495, Version("11.5"), _notes("11.5.2")),
+        BranchCuda(510, Version("11.6"), _notes("11.6.0")),
+        BranchCuda(515, Version("11.7"), _notes("11.7.1", False)),
+        BranchCuda(520, Version("11.8"), _notes("11.8.0", False)),
+        BranchCuda(525, Version("12.0"), _notes("12.0.0")),
+        BranchCuda(530, Version("12.1"), _notes("12.1.1")),
+        BranchCuda(535, Version("12.2"), _notes("12.2.1")),
+        BranchCuda(545, Version("12.3"), _notes("12.3.0")),
+        BranchCuda(550, Version("12.4"), _notes("12.4.0")),
+        BranchCuda(555, Version("12.5"), _notes("12.5.1")),
+        BranchCuda(560, Version("12.6"), _notes("12.6.3")),
+        BranchCuda(
+            565,
+            Version("12.7"),
+            Source("https://docs.nvidia.com/datacenter/tesla/tesla-release-notes-565/", False),
+        ),
+        BranchCuda(570, Version("12.8"), _notes("12.8.1")),
+        BranchCuda(575, Version("12.9"), _notes("12.9.1")),
+        BranchCuda(580, Version("13.0"), _notes("13.0.0")),
+        BranchCuda(590, Version("13.1"), _notes("13.1.0", False)),
+        BranchCuda(595, Version("13.2"), _notes("13.2.0", False)),
+    )
+}
+
+
+def branch_cuda(branch: int) -> BranchCuda | None:
+    """The entry for a branch; a branch between two rows (no toolkit of its own) reports the
+    CUDA of the row below it; a branch above the last row is unknown (None)."""
+    if branch in BRANCH_CUDA:
+        return BRANCH_CUDA[branch]
+    if branch > max(BRANCH_CUDA):
+        return None
+    below = [b for b in BRANCH_CUDA if b < branch]
+    return BRANCH_CUDA[max(below)] if below else None
+
+
+def driver_cuda_version(driver: Version) -> Version | None:
+    """The CUDA version a driver reports, from its branch (None: not known to the rules)."""
+    entry = branch_cuda(driver.major)
+    return entry.cuda if entry is not None else None

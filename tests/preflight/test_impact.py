@@ -95,13 +95,21 @@ def test_every_requirement_must_hold_and_a_bad_one_breaks() -> None:
     assert hopper.status == "broken" and "no term of 'arch>=10.0' holds" in hopper.reasons[0]
     assert judge(two, d("570.124.06"), "open", [gpu("b200")]).status == "ok"
     bad = judge(image(requirements=("cuda>=twelve",)), d("570.124.06"), "open", [gpu("h100")])
-    assert bad.status == "broken" and "unparsable requirement" in bad.reasons[0]
+    assert bad.status == "broken" and "invalid expression" in bad.reasons[0]
+    assert "digits and dots only" in bad.reasons[0]
 
 
 def test_requirements_from_env_follow_the_toolkit() -> None:
     env = {"NVIDIA_REQUIRE_CUDA": "cuda>=12.8", "NVIDIA_REQUIRE_JETPACK": "csv-mounts=all",
            "NVIDIA_REQUIRE_ARCH": "arch>=8.0"}  # fmt: skip
     assert img.requirements_from_env(env) == (("arch>=8.0", "cuda>=12.8"), "env")
+    # the toolkit adds the legacy cuda>= even beside other NVIDIA_REQUIRE_* (GetRequirements)
+    mixed = img.requirements_from_env(
+        {"CUDA_VERSION": "12.8.1", "NVIDIA_REQUIRE_ARCH": "arch>=8.0"}
+    )
+    assert mixed[0] == ("arch>=8.0", "cuda>=12.8") and "legacy" in mixed[1]
+    bad = img.requirements_from_env({"CUDA_VERSION": "12.8.1.0"})  # not semver: the hook fails
+    assert bad[0] == () and "CUDA_VERSION='12.8.1.0'" in bad[1]
     legacy = img.requirements_from_env({"CUDA_VERSION": "11.8.0"})
     assert legacy == (("cuda>=11.8",), "implicit from CUDA_VERSION (legacy image)")
     assert img.requirements_from_env({"PATH": "/bin"}) == ((), "")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.preflight.inventory import InventoryError, Target, spec_for, targets
+from builder.preflight.inventory import Connection, InventoryError, spec_for, targets
 
 INI = """\
 # GPU fleet
@@ -59,9 +59,12 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 def test_ini(tmp_path: Path) -> None:
     got = targets(write(tmp_path, "hosts.ini", INI))
     specs = {t.name: t.spec for t in got}
-    assert specs["gpu01"] == "ssh://ops@gpu01?ssh_identity_file=~%2F.ssh%2Ffleet"
+    conns = {t.name: t.connection for t in got}
+    assert specs["gpu01"] == "ssh://ops@gpu01"
+    assert conns["gpu01"] == Connection("ssh", "gpu01", "ops", None, "~/.ssh/fleet")
     assert specs["gpu03"] is not None and specs["gpu03"].startswith("ssh://ops@gpu03")
-    assert specs["b200-1"] == "ssh://10.0.0.9:2222?sudo=true&ssh_identity_file=~%2F.ssh%2Ffleet"
+    assert specs["b200-1"] == "ssh://10.0.0.9:2222"
+    assert conns["b200-1"] == Connection("ssh", "10.0.0.9", "", 2222, "~/.ssh/fleet", True)
     assert specs["ws1"] == "local://"
     assert list(specs) == ["gpu01", "gpu02", "gpu03", "b200-1", "ws1"]
 
@@ -87,7 +90,8 @@ def test_yaml(tmp_path: Path) -> None:
 
 def test_ansible_inventory_list_json(tmp_path: Path) -> None:
     got = targets(write(tmp_path, "inv.json", json.dumps(LIST_JSON)))
-    assert got == [Target("n1", "ssh://198.51.100.1?sudo=true"), Target("n2", "ssh://n2")]
+    assert [(t.name, t.spec) for t in got] == [("n1", "ssh://198.51.100.1"), ("n2", "ssh://n2")]
+    assert got[0].connection == Connection("ssh", "198.51.100.1", sudo=True)
 
 
 def test_an_unusable_connection_is_a_target_with_an_error() -> None:
@@ -116,3 +120,67 @@ def test_an_inventory_that_does_not_parse_says_where(tmp_path: Path, text: str, 
 def test_a_missing_inventory(tmp_path: Path) -> None:
     with pytest.raises(InventoryError, match="cannot read the inventory"):
         targets(tmp_path / "absent.ini")
+
+
+@pytest.mark.parametrize(
+    ("hostvars", "key"),
+    [
+        ({"ansible_port": "1?ssh_config=/tmp/evil"}, "ansible_port"),  # issue 12 item 7
+        ({"ansible_port": "22 -oProxyCommand=x"}, "ansible_port"),
+        ({"ansible_port": "0"}, "ansible_port"),
+        ({"ansible_port": "70000"}, "ansible_port"),
+        ({"ansible_host": "h?ssh_config=/tmp/evil"}, "ansible_host"),
+        ({"ansible_host": "-oProxyCommand=touch /tmp/x"}, "ansible_host"),
+        ({"ansible_host": "h#frag"}, "ansible_host"),
+        ({"ansible_user": "root@evil"}, "ansible_user"),
+        ({"ansible_user": "-oProxyCommand=x"}, "ansible_user"),
+        ({"ansible_user": "a:pw"}, "ansible_user"),
+        (
+            {"ansible_ssh_private_key_file": "k?ssh_config=/tmp/evil"},
+            "ansible_ssh_private_key_file",
+        ),
+        ({"ansible_ssh_private_key_file": "/keys/../etc/shadow"}, "ansible_ssh_private_key_file"),
+        ({"ansible_become": "true", "ansible_become_user": "x;id"}, "ansible_become_user"),
+        ({"ansible_connection": "podman", "ansible_host": "c --privileged"}, "ansible_host"),
+    ],
+)
+def test_inventory_values_of_the_wrong_shape_never_become_a_connection(
+    hostvars: dict[str, str], key: str
+) -> None:
+    t = spec_for("gpu1", hostvars)
+    assert t.spec is None and t.connection is None
+    assert key in t.error and repr(str(hostvars[key])) in t.error
+
+
+def test_the_ssh_config_injection_cannot_reach_ssh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12 item 7: `ansible_port="1?ssh_config=FILE"` made ssh read FILE, whose
+    ProxyCommand ran locally. Through the whole CLI path (inventory -> fleet -> testinfra ->
+    ssh), no ssh process may see FILE and the marker the ProxyCommand would write never
+    appears; a valid port still gets through as an argument of `-o Port=`."""
+    import testinfra.backend.base as tb
+
+    from builder.cli import main
+
+    marker = tmp_path / "pwned"
+    evil = tmp_path / "evil_config"
+    evil.write_text(f"Host *\n  ProxyCommand touch {marker}\n")
+    seen: list[str] = []
+    real = tb.BaseBackend.run_local
+
+    def recording(self: tb.BaseBackend, command: str, *args: str) -> tb.CommandResult:
+        seen.append(self.quote(command, *args))  # the exact shell line testinfra runs
+        return real(self, command, *args)
+
+    monkeypatch.setattr(tb.BaseBackend, "run_local", recording)
+    inv = tmp_path / "hosts.ini"
+    inv.write_text(
+        f'[gpu]\nbad ansible_host=127.0.0.1 ansible_port="1?ssh_config={evil}"\n'
+        "good ansible_host=127.0.0.1 ansible_port=1 ansible_user=nobody\n"
+    )
+    code = main(["preflight", "--inventory", str(inv), "--no-images", "--json", "--timeout", "5"])
+    assert code == 1
+    assert not marker.exists()
+    assert all(str(evil) not in cmd for cmd in seen), seen
+    assert any("-o Port=" in cmd and "127.0.0.1" in cmd for cmd in seen), seen  # good host ran

@@ -347,7 +347,7 @@ def test_nvidia_environment(facts: dict[str, Any], ctx: dict[str, Any], detail: 
             )
     req = config_env["NVIDIA_REQUIRE_CUDA"]
     try:
-        parse_requirement(req)
+        parse_requirement(req, strict=True)
     except Exception as exc:  # a malformed requirement is the finding
         fail(f"NVIDIA_REQUIRE_CUDA does not parse: {exc}")
     expect = ctx["expect"]
