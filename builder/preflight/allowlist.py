@@ -38,6 +38,7 @@ READABLE: tuple[re.Pattern[str], ...] = (
     _path(r"/proc/driver/nvidia/version"),
     _path(r"/sys/module/nvidia/version"),
     _path(r"/proc/cmdline"),
+    _path(r"/proc/modules"),
     _path(r"/(etc|usr/lib|run)/modprobe\.d/[A-Za-z0-9_.@+-]+\.conf"),
     _path(r"/(etc|var/run)/cdi/[A-Za-z0-9_.@+-]+\.(yaml|yml|json)"),
 )
@@ -156,7 +157,11 @@ ALLOWED: tuple[Shape, ...] = (
     Shape("podman", ("images", "--format", "json"), why="lists local images"),
     Shape("podman", ("image", "inspect"), _IMAGE_ID, 1, 100, why="prints image metadata"),
     Shape("getenforce", why="prints the SELinux mode"),
-    Shape("lspci", ("-nn", "-d", "10de:"), why="lists NVIDIA PCI devices (no driver needed)"),
+    Shape(
+        "lspci",
+        ("-nnk", "-d", "10de:"),
+        why="lists NVIDIA PCI devices and the driver bound to each (no driver needed)",
+    ),
     Shape(
         "df",
         ("-P", "-k"),

@@ -8,11 +8,13 @@ exactly what was missing.
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from builder.preflight import allowlist, parsers
-from builder.preflight.hostio import Output, ReadOnlyHost
+from builder.preflight.hostio import HostUnreachable, Output, ReadOnlyHost
 from builder.rules import gpus as gpu_rules
 from builder.rules import host as host_rules
 
@@ -85,9 +87,11 @@ class HostState:
     os: parsers.OsRelease | None = None
     rpm: parsers.RpmQuery | None = None  # None: rpm is not there (not an RPM host)
     kmods: list[tuple[str, str, str]] = field(default_factory=list)
+    modules: dict[str, tuple[int, tuple[str, ...]]] | None = None  # /proc/modules
     module: parsers.KernelModule | None = None  # the loaded kernel module
     sys_module_version: str | None = None
     installed_flavour: str | None = None  # modinfo license of the module on disk
+    installed_module_version: str | None = None  # modinfo version of the module on disk
     pci: parsers.PciDevices | None = None  # None: lspci is not there
     smi_gpus: list[parsers.SmiGpu] = field(default_factory=list)
     smi_q: parsers.SmiQuery | None = None
@@ -112,6 +116,8 @@ class HostState:
     selinux: str | None = None
     disk: list[parsers.DiskFree] = field(default_factory=list)
     images: list[parsers.LocalImage] = field(default_factory=list)
+    listing: dict[str, list[str]] = field(default_factory=dict)  # modprobe.d and CDI dirs
+    errors: dict[str, str] = field(default_factory=dict)  # gather step -> its exception
 
     def out(self, probe: str) -> Output | None:
         return self.outputs.get(probe)
@@ -122,6 +128,45 @@ class HostState:
         if self.module is not None:
             return self.module.version
         return self.smi_gpus[0].driver if self.smi_gpus else None
+
+    @property
+    def nvidia_loaded(self) -> bool:
+        """Is the nvidia module loaded? /proc/modules says; when it cannot be read, the
+        module's own /proc/driver/nvidia/version (present only while it is loaded) does."""
+        if self.modules is not None:
+            return "nvidia" in self.modules
+        out = self.out("nvrm")
+        return out is not None and out.ok
+
+    @property
+    def loaded_driver(self) -> str | None:
+        if self.module is not None:
+            return self.module.version
+        return self.sys_module_version
+
+    @property
+    def userspace_driver(self) -> str | None:
+        """The installed userspace driver: the nvidia-driver package (EL), else None."""
+        pkgs = self.rpm.installed.get("nvidia-driver", ()) if self.rpm else ()
+        return pkgs[-1].split("-")[0] if pkgs else None
+
+    @property
+    def installed_driver(self) -> str | None:
+        """What the next boot loads: the module on disk for the running kernel, else the
+        userspace package's version."""
+        return self.installed_module_version or self.userspace_driver
+
+    @property
+    def reboot_pending(self) -> bool:
+        """Upgraded (or downgraded) on disk but not reloaded: the loaded module is not the
+        installed driver."""
+        loaded, installed = self.loaded_driver, self.installed_driver
+        return bool(loaded and installed and loaded != installed)
+
+    @property
+    def next_driver(self) -> str | None:
+        """The driver after the next boot: the installed one when a reboot is pending."""
+        return self.installed_driver if self.reboot_pending else self.driver
 
     @property
     def family(self) -> str | None:
@@ -153,16 +198,40 @@ def _exists(host: ReadOnlyHost, paths: list[str]) -> tuple[set[str], Output]:
     return found, last
 
 
+Step = Callable[[ReadOnlyHost, "HostState"], None]
+
+
 def gather(host: ReadOnlyHost, *, images: bool = True) -> HostState:
-    """Every probe, in order; raises HostUnreachable when the first one cannot get through."""
+    """Every probe, in order; raises HostUnreachable when the first one cannot get through.
+    Each step runs isolated: an exception inside one (an odd file, a parser meeting something
+    new) is kept as that step's error and the others still run (TRAINIMG_DEBUG=1 raises it)."""
     state = HostState(host.name)
     o = state.outputs
     o["uname"] = host.reach()
     state.kernel = (o["uname"].stdout.strip() or None) if o["uname"].ok else None
+    for name, step in STEPS:
+        if name == "images" and not (images and state.podman_version is not None):
+            continue
+        try:
+            step(host, state)
+        except HostUnreachable:
+            raise
+        except Exception as exc:
+            if os.environ.get("TRAINIMG_DEBUG"):
+                raise
+            state.errors[name] = f"{type(exc).__name__}: {exc}"
+    return state
+
+
+def _os(host: ReadOnlyHost, state: HostState) -> None:
+    o = state.outputs
     o["os-release"] = host.read("/etc/os-release")
     state.os = parsers.os_release(o["os-release"].stdout) if o["os-release"].ok else None
 
-    # packages and kernels: rpm only on an EL host (os-release says so; Debian has an `rpm` too)
+
+def _packages(host: ReadOnlyHost, state: HostState) -> None:
+    """rpm only on an EL host: os-release says so (Debian ships an `rpm` too)."""
+    o = state.outputs
     if state.family == "el":
         o["rpm"] = host.run("rpm", "-q", "--qf", allowlist.RPM_QF, *sorted(allowlist.RPM_PACKAGES))
     if "rpm" in o and not o["rpm"].missing:
@@ -172,7 +241,13 @@ def gather(host: ReadOnlyHost, *, images: bool = True) -> HostState:
     o["grubby"] = host.run("grubby", "--default-kernel")
     state.default_kernel = parsers.grubby_default(o["grubby"].stdout) if o["grubby"].ok else None
 
-    # the driver: kernel module, NVML
+
+def _driver(host: ReadOnlyHost, state: HostState) -> None:
+    """The kernel module (loaded and on disk), PCI, then NVML only when the nvidia module is
+    loaded: with no module, nvidia-smi can make nvidia-modprobe load it, which is a change."""
+    o = state.outputs
+    o["proc-modules"] = host.read("/proc/modules")
+    state.modules = parsers.proc_modules(o["proc-modules"].stdout) if o["proc-modules"].ok else None
     o["nvrm"] = host.read("/proc/driver/nvidia/version")
     state.module = parsers.nvidia_version(o["nvrm"].stdout) if o["nvrm"].ok else None
     o["sys-module"] = host.read("/sys/module/nvidia/version")
@@ -182,8 +257,13 @@ def gather(host: ReadOnlyHost, *, images: bool = True) -> HostState:
     state.installed_flavour = (
         parsers.module_license(o["modinfo"].stdout) if o["modinfo"].ok else None
     )
-    o["lspci"] = host.run("lspci", "-nn", "-d", "10de:")
+    o["modinfo-version"] = host.run("modinfo", "-F", "version", "nvidia")
+    mv = o["modinfo-version"]
+    state.installed_module_version = (mv.stdout.strip() or None) if mv.ok else None
+    o["lspci"] = host.run("lspci", "-nnk", "-d", "10de:")
     state.pci = parsers.lspci_nvidia(o["lspci"].stdout) if o["lspci"].ok else None
+    if not state.nvidia_loaded:
+        return
     o["smi"] = host.run(
         "nvidia-smi", f"--query-gpu={allowlist.SMI_GPU_FIELDS}", "--format=csv,noheader"
     )
@@ -197,9 +277,14 @@ def gather(host: ReadOnlyHost, *, images: bool = True) -> HostState:
             "--format=csv,noheader",
         )
         state.apps = parsers.smi_apps(o["smi-apps"].stdout) if o["smi-apps"].ok else None
+
+
+def _gpus(host: ReadOnlyHost, state: HostState) -> None:
     state.gpus = _host_gpus(state)
 
-    # DKMS, Secure Boot
+
+def _dkms_secure_boot(host: ReadOnlyHost, state: HostState) -> None:
+    o = state.outputs
     o["dkms"] = host.run("dkms", "status")
     state.dkms = parsers.dkms_status(o["dkms"].stdout) if o["dkms"].ok else None
     o["sb-state"] = host.run("mokutil", "--sb-state")
@@ -215,13 +300,15 @@ def gather(host: ReadOnlyHost, *, images: bool = True) -> HostState:
         o["mok-list"] = host.run("mokutil", "--list-enrolled")
         state.mok_enrolled = parsers.mok_list_enrolled(o["mok-list"].stdout)
 
-    # nouveau
+
+def _nouveau(host: ReadOnlyHost, state: HostState) -> None:
+    o = state.outputs
     o["lsmod"] = host.run("lsmod")
     state.lsmod = parsers.lsmod(o["lsmod"].stdout) if o["lsmod"].ok else None
-    listing = _listing(host, state)
+    state.listing = _listing(host, state)
     confs: dict[str, str] = {}
     for directory in host_rules.MODPROBE_DIRS:
-        for name in listing.get(directory, []):
+        for name in state.listing.get(directory, []):
             if name.endswith(".conf") and allowlist.permitted(("cat", f"{directory}/{name}")):
                 out = host.read(f"{directory}/{name}")
                 if out.ok:
@@ -231,7 +318,9 @@ def gather(host: ReadOnlyHost, *, images: bool = True) -> HostState:
         confs, o["cmdline"].stdout if o["cmdline"].ok else ""
     )
 
-    # services
+
+def _services(host: ReadOnlyHost, state: HostState) -> None:
+    o = state.outputs
     units = sorted(allowlist.UNITS)
     o["systemctl"] = host.run(
         "systemctl", "show", f"--property={allowlist.SYSTEMD_PROPERTIES}", *units
@@ -241,18 +330,35 @@ def gather(host: ReadOnlyHost, *, images: bool = True) -> HostState:
     o["fabricmanager"] = host.run("nv-fabricmanager", "--version")
     state.fm_version = parsers.fm_version(o["fabricmanager"].stdout + o["fabricmanager"].stderr)
 
-    # container stack
+
+def _container(host: ReadOnlyHost, state: HostState) -> None:
+    o = state.outputs
     o["nvidia-ctk"] = host.run("nvidia-ctk", "--version")
     state.ctk_version = parsers.ctk_version(o["nvidia-ctk"].stdout) if o["nvidia-ctk"].ok else None
-    _cdi(host, state, listing)
+    _cdi(host, state, state.listing)
     o["podman"] = host.run("podman", "--version")
     state.podman_version = parsers.podman_version(o["podman"].stdout) if o["podman"].ok else None
     o["getenforce"] = host.run("getenforce")
     state.selinux = parsers.getenforce(o["getenforce"].stdout) if o["getenforce"].ok else None
+
+
+def _disk_step(host: ReadOnlyHost, state: HostState) -> None:
     state.disk = _disk(host, state)
-    if images and state.podman_version is not None:
-        _images(host, state)
-    return state
+
+
+# (name, step): the name keys HostState.errors; checks.STEP_OF says which checks read which.
+STEPS: tuple[tuple[str, Step], ...] = (
+    ("os", _os),
+    ("packages", _packages),
+    ("driver", _driver),
+    ("gpus", _gpus),
+    ("dkms", _dkms_secure_boot),
+    ("nouveau", _nouveau),
+    ("services", _services),
+    ("container", _container),
+    ("disk", _disk_step),
+    ("images", lambda host, state: _images(host, state)),
+)
 
 
 def _disk(host: ReadOnlyHost, state: HostState) -> list[parsers.DiskFree]:

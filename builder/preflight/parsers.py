@@ -121,6 +121,11 @@ class QGpu:
     brand: str = ""
     architecture: str = ""
     fabric_state: str = ""
+    mig_current: str = ""  # "MIG Mode/Current": Enabled | Disabled | N/A
+    mig_pending: str = ""
+    retired_pending: str = ""  # "Retired Pages/Pending Page Blacklist" (pre-Ampere): Yes | No
+    remap_pending: str = ""  # "Remapped Rows/Pending" (Ampere+): Yes | No
+    remap_failure: str = ""  # "Remapped Rows/Remapping Failure Occurred"
 
 
 @dataclass(frozen=True)
@@ -167,6 +172,12 @@ def smi_q(text: str) -> SmiQuery | None:
                 g.get("Product Brand", ""),
                 g.get("Product Architecture", ""),
                 g.get("Fabric/State", ""),
+                g.get("MIG Mode/Current", ""),
+                g.get("MIG Mode/Pending", ""),
+                g.get("Retired Pages/Pending Page Blacklist", "")
+                or g.get("Retired Pages/Pending Page Retirement", ""),
+                g.get("Remapped Rows/Pending", ""),
+                g.get("Remapped Rows/Remapping Failure Occurred", ""),
             )
             for g in gpus
         ),
@@ -352,21 +363,56 @@ def lsmod(text: str) -> set[str]:
 class PciDevices:
     gpus: tuple[str, ...]  # display/3D controllers
     nvswitches: tuple[str, ...]  # NVSwitch bridges (class 0680)
+    drivers: tuple[tuple[str, str], ...] = ()  # (bus id, "Kernel driver in use") with -k
+
+    def driver_of(self, bus: str) -> str | None:
+        """The kernel driver bound to a device ("" when lspci -k named none; None: unknown)."""
+        if not self.drivers:
+            return None
+        return dict(self.drivers).get(bus, "")
 
 
 def lspci_nvidia(text: str) -> PciDevices:
-    """`lspci -nn -d 10de:`: "41:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H100 SXM5
-    80GB] [10de:2330] (rev a1)"; NVSwitches are "Bridge [0680]" devices."""
-    gpus, switches = [], []
+    """`lspci -nnk -d 10de:`: "41:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H100 SXM5
+    80GB] [10de:2330] (rev a1)", then indented lines ("Kernel driver in use: nvidia",
+    "Kernel modules: nouveau, nvidia"); NVSwitches are "Bridge [0680]" devices. Without -k
+    (older recordings) there are no indented lines and no driver is known."""
+    gpus, switches, drivers = [], [], []
+    current = ""
+    seen_k = False
     for line in text.splitlines():
+        if line[:1] in (" ", "\t"):
+            key, _, value = line.strip().partition(":")
+            if key in ("Kernel driver in use", "Kernel modules"):
+                seen_k = True
+            if key == "Kernel driver in use" and current:
+                drivers.append((current, value.strip()))
+            continue
         m = re.match(r"(\S+) (.+?) \[(0[0-9a-f]{3})\]: (.+)", line.strip())
         if not m:
             continue
+        current = m[1]
         if m[3] in ("0300", "0302"):
             gpus.append(f"{m[1]} {m[4]}")
         elif m[3] == "0680":
             switches.append(f"{m[1]} {m[4]}")
-    return PciDevices(tuple(gpus), tuple(switches))
+    if seen_k:
+        bound = dict(drivers)
+        drivers = [(g.split(" ", 1)[0], bound.get(g.split(" ", 1)[0], "")) for g in gpus]
+    return PciDevices(tuple(gpus), tuple(switches), tuple(drivers))
+
+
+def proc_modules(text: str) -> dict[str, tuple[int, tuple[str, ...]]]:
+    """/proc/modules: "name size refcount deps state address" per line; deps is "-" or a
+    comma-separated list ending in ","; -> name: (refcount, modules using it)."""
+    out: dict[str, tuple[int, tuple[str, ...]]] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 4:
+            continue
+        users = tuple(u for u in parts[3].split(",") if u and u != "-")
+        out[parts[0]] = (int(parts[2]) if parts[2].isdigit() else 0, users)
+    return out
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,8 @@ SHORT: dict[str, tuple[str, ...]] = {
     "rpm": ("rpm", "-q", "--qf", al.RPM_QF, *sorted(al.RPM_PACKAGES)),
     "rpm-kmods": ("rpm", "-qa", "--qf", al.RPM_QF, al.RPM_KMOD_GLOB),
     "modinfo": ("modinfo", "-F", "license", "nvidia"),
-    "lspci": ("lspci", "-nn", "-d", "10de:"),
+    "lspci": ("lspci", "-nnk", "-d", "10de:"),
+    "modinfo-version": ("modinfo", "-F", "version", "nvidia"),
     "smi": ("nvidia-smi", f"--query-gpu={al.SMI_GPU_FIELDS}", "--format=csv,noheader"),
     "smi-q": ("nvidia-smi", "-q"),
     "smi-apps": (
