@@ -16,10 +16,10 @@ from typing import Any
 from builder.commands.common import shared_options
 from builder.errors import TrainimgError
 from builder.preflight import images as img
-from builder.preflight.checks import Plan
 from builder.preflight.fleet import Context, run_fleet
 from builder.preflight.hostio import connect
 from builder.preflight.inventory import Target, targets
+from builder.preflight.model import Plan
 from builder.preflight.report import as_json, exit_code, render
 from builder.rules.driver_version import DriverVersion
 from builder.workspace import open_workspace

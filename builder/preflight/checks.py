@@ -7,39 +7,21 @@ The list of ids, what each looks at and its sources is in docs/preflight.md.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
 from builder.check import EOL_WARN_DAYS
+from builder.preflight import admin_checks
 from builder.preflight.gather import HostGpu, HostState
-from builder.preflight.model import BLOCK, OK, SKIP, WARN, Check
+from builder.preflight.model import BLOCK, OK, SKIP, WARN, Check, Plan
 from builder.rules import drivers as driver_rules
 from builder.rules import gpus as gpu_rules
 from builder.rules import host as host_rules
 from builder.rules.driver_version import DriverVersion
 from builder.rules.sources import CUDA_GPUS, DATACENTER_DRIVER_LIFECYCLE
-
-
-@dataclass(frozen=True)
-class Plan:
-    target: DriverVersion | None = None
-    target_module: str | None = None  # open | proprietary, as asked; None: keep/derive
-
-    def flavour(self, state: HostState) -> str | None:
-        """The kernel-module flavour the upgrade installs: asked, else what runs now, else the
-        branch's default (open from R560)."""
-        if self.target is None:
-            return None
-        if self.target_module:
-            return self.target_module
-        if state.flavour:
-            return state.flavour
-        return (
-            "open" if self.target.major >= driver_rules.OPEN_DEFAULT_FROM_BRANCH else "proprietary"
-        )
 
 
 def _version(text: str | None) -> Version | None:
@@ -220,7 +202,9 @@ def dkms_modules(state: HostState, plan: Plan, today: dt.date) -> Check:
     cid, src = "dkms.nvidia", (host_rules.DKMS_STATUS_SOURCE, host_rules.DKMS_MODULE_SOURCE)
     out = state.out("dkms")
     built = [v for _, v, k, st in _nvidia_entries(state) if k == state.kernel and st == "installed"]
-    version = str(plan.target) if plan.target else state.driver or (built[-1] if built else None)
+    version = (
+        str(plan.target) if plan.target else state.next_driver or (built[-1] if built else None)
+    )
     if version is None:
         return Check(
             cid,
@@ -304,6 +288,19 @@ def driver_version(state: HostState, plan: Plan, today: dt.date) -> Check:
     srcs = (host_rules.NVML_MISMATCH_SOURCE,)
     smi = state.out("smi")
     smi_text = (smi.stdout + smi.stderr) if smi is not None else ""
+    if state.reboot_pending:
+        mismatch = "version mismatch" in smi_text.lower()
+        return Check(
+            cid,
+            WARN,
+            f"reboot pending: the loaded nvidia module is {state.loaded_driver}, the installed "
+            f"driver is {state.installed_driver} ({_installed_from(state)})"
+            + (f'; until then NVML reports "{host_rules.NVML_MISMATCH}"' if mismatch else "")
+            + f"; after the reboot {state.installed_driver} runs (the checks below judge that)",
+            f"drain the host and reboot into {state.installed_driver} before changing the driver "
+            "again (nvidia-ctk and nvidia-smi cannot work under the mismatch)",
+            srcs,
+        )
     if "version mismatch" in smi_text.lower():
         return Check(
             cid,
@@ -384,6 +381,12 @@ def driver_version(state: HostState, plan: Plan, today: dt.date) -> Check:
             (life.source,),
         )
     return Check(cid, OK, text, "", srcs)
+
+
+def _installed_from(state: HostState) -> str:
+    if state.installed_module_version:
+        return "`modinfo nvidia` of the module on disk"
+    return "the nvidia-driver package"
 
 
 def _is_driver(text: str) -> bool:
@@ -530,13 +533,31 @@ def gpu_inventory(state: HostState, plan: Plan, today: dt.date) -> Check:
             fix = "add the GPU to builder/rules/gpus.py with its source"
         if floor and branch and branch < floor:
             sev, fix = BLOCK, f"{g.name} needs driver branch R{floor} or newer"
-    if any(g.source == "lspci" for g in state.gpus):
-        smi = state.out("smi")
-        why = smi.why() if smi is not None and not smi.ok else "NVML lists no device"
-        parts.append(f"seen on PCI only: {why}")
-        if sev is OK:
+    pci_only = [g for g in state.gpus if g.source == "lspci"]
+    if pci_only:
+        target = plan.target.major if plan.target else None
+        by_reason: dict[str, list[HostGpu]] = {}
+        for g in pci_only:
+            by_reason.setdefault(g.pci_note, []).append(g)
+        for note, group in by_reason.items():
+            buses = ", ".join(g.bus_id for g in group[:4]) + (", ..." if len(group) > 4 else "")
+            parts.append(
+                f"seen on PCI only (not in NVML): {_gpu_summary(group)} at {buses}: {note}"
+            )
+        driven_later = [
+            g
+            for g in pci_only
+            if target and g.min_branch and target >= g.min_branch and "vfio" not in g.pci_note
+        ]
+        if sev is BLOCK and driven_later and len(driven_later) == len(pci_only):
+            sev = WARN  # the planned driver drives them: the upgrade is the fix
+            fix = f"the upgrade to {plan.target} brings them up; check they appear in nvidia-smi"
+        elif sev is OK:
             sev = WARN
-            fix = "load a driver that supports these GPUs; the rules above still apply to the plan"
+            fix = (
+                "nothing to do for vfio-bound GPUs; otherwise load a driver that supports "
+                "them (the rules above still apply to the plan)"
+            )
     return Check(cid, sev, "; ".join(parts), fix, srcs)
 
 
@@ -713,7 +734,7 @@ def fabricmanager(state: HostState, plan: Plan, today: dt.date) -> Check:
             srcs,
         )
     fm = state.fm_version or (rpm_fm[0].split("-")[0] if rpm_fm else None)
-    driver = state.driver
+    driver = state.next_driver
     pkg = f"{host_rules.FABRICMANAGER_PACKAGE}-{plan.target or driver or '<driver>'}"
     after = (
         (
@@ -743,11 +764,19 @@ def fabricmanager(state: HostState, plan: Plan, today: dt.date) -> Check:
     active, enabled = state.units.get(unit, ("unknown", "unknown"))
     if active != "active":
         active = "not installed as a service" if enabled == "not-found" else active
+        pending = state.reboot_pending and enabled == "enabled"
         return Check(
             cid,
-            BLOCK,
-            f"fabric manager {fm} is installed but {unit} is {active}",
-            f"systemctl enable --now {unit}{after}",
+            WARN if pending else BLOCK,
+            f"fabric manager {fm} is installed but {unit} is {active}"
+            + (
+                f"; it is enabled and matches {driver}, the driver after the pending reboot"
+                if pending
+                else ""
+            ),
+            "reboot (it starts with the matching module)"
+            if pending
+            else f"systemctl enable --now {unit}{after}",
             srcs,
         )
     return Check(
@@ -823,13 +852,25 @@ def cdi_spec(state: HostState, plan: Plan, today: dt.date) -> Check:
                 f"{spec.path}: {len(missing)} of {len(spec.host_paths)} paths do not "
                 f"exist (e.g. {missing[0]})"
             )
-        if spec.driver_version and state.driver and spec.driver_version != state.driver:
+        nxt = state.next_driver
+        if spec.driver_version and nxt and spec.driver_version != nxt:
             problems.append(
                 f"{spec.path} was generated for driver {spec.driver_version}, the "
-                f"driver is {state.driver} (stale)"
+                f"driver is {nxt}"
+                + (" after the pending reboot" if state.reboot_pending else "")
+                + " (stale)"
+            )
+        elif spec.driver_version and state.reboot_pending:
+            notes.append(
+                f"{spec.path} is generated for {spec.driver_version}: right for the driver "
+                "after the pending reboot (do not regenerate it under the mismatch)"
             )
         names = set(spec.devices)
-        unlisted = [g for g in state.gpus if g.uuid not in names and str(g.index) not in names]
+        unlisted = [
+            g
+            for g in state.gpus
+            if g.source == "nvml" and g.uuid not in names and str(g.index) not in names
+        ]
         if unlisted:
             problems.append(
                 f"{spec.path} does not list GPU {unlisted[0].index} ({unlisted[0].uuid})"
@@ -958,49 +999,94 @@ def disk_free(state: HostState, plan: Plan, today: dt.date) -> Check:
     return Check(cid, OK, "; ".join(parts), "", srcs)
 
 
-CHECKS: tuple[Callable[[HostState, Plan, dt.date], Check], ...] = (
-    host_os,
-    kernel_devel,
-    dkms_modules,
-    driver_version,
-    driver_target,
-    driver_module,
-    gpu_inventory,
-    secure_boot,
-    nouveau,
-    persistenced,
-    fabricmanager,
-    toolkit,
-    cdi_spec,
-    podman,
-    selinux,
-    gpu_processes,
-    disk_free,
+CHECKS: tuple[tuple[str, Callable[[HostState, Plan, dt.date], Check]], ...] = (
+    ("host.os", host_os),
+    ("kernel.devel", kernel_devel),
+    ("dkms.nvidia", dkms_modules),
+    ("driver.version", driver_version),
+    ("driver.target", driver_target),
+    ("driver.module", driver_module),
+    ("gpu.inventory", gpu_inventory),
+    ("secureboot.mok", secure_boot),
+    ("nouveau", nouveau),
+    ("persistenced", persistenced),
+    ("fabricmanager", fabricmanager),
+    ("toolkit.version", toolkit),
+    ("cdi.spec", cdi_spec),
+    ("podman.version", podman),
+    ("selinux.mode", selinux),
+    ("gpu.processes", gpu_processes),
+    ("disk.free", disk_free),
+    ("driver.dependents", admin_checks.driver_dependents),
+    ("gpu.mig", admin_checks.gpu_mig),
+    ("gpu.memory", admin_checks.gpu_memory),
 )
 
-# Every id a host report can carry (checks above, the image impact, reachability).
-CHECK_IDS = (
-    "host.reach",
-    "host.os",
-    "kernel.devel",
-    "dkms.nvidia",
-    "driver.version",
-    "driver.target",
-    "driver.module",
-    "gpu.inventory",
-    "secureboot.mok",
-    "nouveau",
-    "persistenced",
-    "fabricmanager",
-    "toolkit.version",
-    "cdi.spec",
-    "podman.version",
-    "selinux.mode",
-    "gpu.processes",
-    "disk.free",
-    "images.impact",
-)
+# Every id a host report can carry (reachability, the checks above, the image impact).
+CHECK_IDS = ("host.reach", *(cid for cid, _ in CHECKS), "images.impact")
+
+# The gather steps (builder.preflight.gather.STEPS) whose data each check reads: an exception
+# in one of them is named in the check's finding.
+STEP_OF: dict[str, tuple[str, ...]] = {
+    "host.os": ("os",),
+    "kernel.devel": ("os", "packages"),
+    "dkms.nvidia": ("packages", "dkms"),
+    "driver.version": ("driver",),
+    "driver.target": ("driver", "gpus"),
+    "driver.module": ("driver", "gpus"),
+    "gpu.inventory": ("driver", "gpus"),
+    "secureboot.mok": ("dkms",),
+    "nouveau": ("nouveau",),
+    "persistenced": ("services", "gpus"),
+    "fabricmanager": ("services", "packages"),
+    "toolkit.version": ("container",),
+    "cdi.spec": ("container", "nouveau"),
+    "podman.version": ("container",),
+    "selinux.mode": ("container",),
+    "gpu.processes": ("driver",),
+    "disk.free": ("disk",),
+    "driver.dependents": ("driver",),
+    "gpu.mig": ("driver",),
+    "gpu.memory": ("driver",),
+}
+
+
+def run_one(
+    cid: str,
+    check: Callable[[HostState, Plan, dt.date], Check],
+    state: HostState,
+    plan: Plan,
+    today: dt.date,
+) -> Check:
+    """One check, isolated: its own exception, or one in the probes it reads, becomes its own
+    finding (a warning: nothing could be judged) and never the host's (TRAINIMG_DEBUG=1 raises
+    it instead)."""
+    failed = [
+        f"{step}: {state.errors[step]}" for step in STEP_OF.get(cid, ()) if step in state.errors
+    ]
+    try:
+        result = check(state, plan, today)
+    except Exception as exc:
+        if os.environ.get("TRAINIMG_DEBUG"):
+            raise
+        return Check(
+            cid,
+            WARN,
+            f"this check failed on what the host returned: {type(exc).__name__}: {exc}"
+            + (f" (probes that failed: {'; '.join(failed)})" if failed else ""),
+            "inspect that input by hand; please report it (TRAINIMG_DEBUG=1 shows the traceback)",
+        )
+    if not failed:
+        return result
+    severity = result.severity if result.severity.rank >= WARN.rank else WARN
+    return Check(
+        cid,
+        severity,
+        f"{result.finding} (incomplete: reading the host failed in {'; '.join(failed)})",
+        result.remediation or "inspect that input by hand; please report it",
+        result.sources,
+    )
 
 
 def run_checks(state: HostState, plan: Plan, today: dt.date) -> list[Check]:
-    return [check(state, plan, today) for check in CHECKS]
+    return [run_one(cid, check, state, plan, today) for cid, check in CHECKS]

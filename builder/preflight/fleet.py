@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from builder.preflight import images as img
-from builder.preflight.checks import Plan, run_checks
+from builder.preflight.checks import run_checks
 from builder.preflight.gather import HostState, gather
 from builder.preflight.hostio import HostUnreachable, ReadOnlyHost, connect, connect_validated
 from builder.preflight.impact import impact, impact_check
 from builder.preflight.inventory import Target
-from builder.preflight.model import BLOCK, OK, Check
+from builder.preflight.model import BLOCK, OK, Check, Plan
 from builder.preflight.report import HostReport
 from builder.rules.driver_version import DriverVersion
 

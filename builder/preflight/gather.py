@@ -32,6 +32,7 @@ class HostGpu:
     fabric_state: str
     catalogue: gpu_rules.Gpu | None  # builder.rules.gpus entry, matched by name and CC
     source: str = "nvml"  # nvml | lspci (NVML saw no device: identified from PCI alone)
+    pci_note: str = ""  # for source lspci: why NVML does not list it
 
     @property
     def sm(self) -> str:
@@ -404,20 +405,58 @@ def _host_gpus(state: HostState) -> list[HostGpu]:
                 cat,
             )
         )
-    if out or state.pci is None:
+    if state.pci is None:
         return out
-    # NVML lists nothing (no driver, or a module that does not support the board): name the
-    # boards from PCI so the rules can still say what they need (e.g. B200: open modules).
-    for i, line in enumerate(state.pci.gpus):
+    # Inventory is lspci + NVML (union): a board on PCI that NVML does not list is named from PCI so
+    # the rules still say what it needs (e.g. B200: open modules), with why NVML lacks it.
+    nvml_buses = {bus_key(g.bus_id) for g in out}
+    for line in state.pci.gpus:
+        bus = line.split(" ", 1)[0]
+        if bus_key(bus) in nvml_buses:
+            continue
         m = re.search(r"\[([^\]]+)\] \[10de:", line)
         name = f"NVIDIA {m[1]}" if m else line.split(" ", 1)[-1]
         cat = catalogue_gpu(name, None)
         brand = host_rules.libnvc_brand(cat.brand) if cat else host_rules.LIBNVC_BRAND_OTHER
-        bus = line.split(" ", 1)[0]
         out.append(
-            HostGpu(i, "", name, cat.cc if cat else None, bus, "", "", brand, "", cat, "lspci")
+            HostGpu(
+                len(out),
+                "",
+                name,
+                cat.cc if cat else None,
+                bus,
+                "",
+                "",
+                brand,
+                "",
+                cat,
+                "lspci",
+                _pci_only_reason(state, line, bus),
+            )
         )
     return out
+
+
+def bus_key(bus: str) -> str:
+    """A PCI address without its domain, lower-cased: NVML's 00000000:18:00.0 and lspci's
+    18:00.0 name the same device."""
+    return bus.lower().rsplit(":", 2)[-2] + ":" + bus.lower().rsplit(":", 1)[-1]
+
+
+def _pci_only_reason(state: HostState, line: str, bus: str) -> str:
+    """Why NVML does not list a GPU that lspci shows."""
+    if "(rev ff)" in line:
+        return "its config space reads rev ff: the GPU has fallen off the bus (Xid 79)"
+    bound = state.pci.driver_of(bus) if state.pci else None
+    if bound == "vfio-pci":
+        return "bound to vfio-pci (passed through to a VM): the nvidia driver does not own it"
+    if bound and bound != "nvidia":
+        return f"bound to {bound}, not to nvidia"
+    if not state.nvidia_loaded:
+        return "no nvidia module is loaded"
+    if bound == "nvidia":
+        return "bound to nvidia, yet NVML does not list it (see `dmesg` for NVRM errors)"
+    return "the loaded nvidia module does not drive it (a driver too old for this GPU?)"
 
 
 def _cdi(host: ReadOnlyHost, state: HostState, listing: dict[str, list[str]]) -> None:

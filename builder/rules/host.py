@@ -218,3 +218,37 @@ def host_os(os_id: str, version_id: str) -> HostOs | None:
     """The lifecycle entry for an os-release ID/VERSION_ID (ID_LIKE is never used to guess)."""
     major = version_id.split(".", 1)[0]
     return next((o for o in HOST_OSES if os_id in o.ids and o.major == major), None)
+
+
+# --- what an admin checks before unloading the driver ---------------------------------------
+# Modules outside the nvidia stack that hold the nvidia module: the driver cannot unload while
+# they are loaded, and the out-of-tree ones are built against one driver version (GDRCopy's
+# gdrdrv, GPUDirect Storage's nvidia_fs: rebuild or reinstall them for the new driver);
+# nvidia_peermem ships with the driver but needs the host's RDMA stack. NVIDIA's GPU Operator
+# unloads them before the driver (k8s-driver-manager; the driver container's module list).
+DRIVER_DEPENDENT_MODULES: dict[str, str] = {
+    "nvidia_peermem": "ships with the driver; unload it first (GPUDirect RDMA over the host's "
+    "MOFED/ib_core)",
+    "gdrdrv": "GDRCopy, built out of tree against one driver: reinstall it for the new driver",
+    "nvidia_fs": "GPUDirect Storage, built out of tree against one driver: reinstall it for "
+    "the new driver",
+}
+NVIDIA_STACK_MODULES = frozenset({"nvidia_uvm", "nvidia_modeset", "nvidia_drm"})
+DRIVER_DEPENDENT_SOURCE = Source(
+    "https://github.com/NVIDIA/k8s-driver-manager (cmd/driver-manager/main.go: unloads the "
+    "driver's dependents); https://github.com/NVIDIA/gdrcopy; "
+    "https://docs.nvidia.com/gpudirect-storage/",
+    False,
+)
+# MIG: GPU and compute instances are not persistent across a driver reload or reboot; the site
+# recreates them (e.g. nvidia-mig-parted apply -f config.yaml -c <profile>).
+MIG_SOURCE = Source(
+    'https://docs.nvidia.com/datacenter/tesla/mig-user-guide/ ("the MIG configuration is not '
+    'persistent across reboots"); https://github.com/NVIDIA/mig-parted'
+)
+# Pending page retirement (pre-Ampere) and row remapping (Ampere+) take effect at the next GPU
+# reset; a row-remapping failure means the GPU needs service (DCGM diag / RMA).
+MEMORY_ERRORS_SOURCE = Source(
+    "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html; "
+    "https://docs.nvidia.com/deploy/dynamic-page-retirement/index.html"
+)

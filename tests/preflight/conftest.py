@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 
 from builder.preflight import images as img
-from builder.preflight.checks import Plan
 from builder.preflight.fleet import Context, preflight_host
 from builder.preflight.hostio import ReadOnlyHost
 from builder.preflight.inventory import Target
-from builder.preflight.model import Check
+from builder.preflight.model import Check, Plan
 from builder.preflight.report import HostReport
 from builder.rules.driver_version import DriverVersion
 from builder.workspace import open_workspace

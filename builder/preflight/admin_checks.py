@@ -1,0 +1,109 @@
+"""The checks an admin runs by hand before unloading an NVIDIA driver (pure): modules that pin
+the driver, MIG instances that do not survive the reload, GPU memory errors pending a reset.
+
+Like builder.preflight.checks, each reads HostState and the plan and returns one Check; the
+facts (module names, sources) live in builder.rules.host.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from builder.preflight.gather import HostState
+from builder.preflight.model import BLOCK, OK, SKIP, WARN, Check, Plan
+from builder.rules import host as host_rules
+
+
+def driver_dependents(state: HostState, plan: Plan, today: dt.date) -> Check:
+    cid, srcs = "driver.dependents", (host_rules.DRIVER_DEPENDENT_SOURCE,)
+    if state.modules is None:
+        out = state.out("proc-modules")
+        why = out.why() if out is not None else "not read"
+        return Check(cid, SKIP, f"cannot read /proc/modules ({why})", "", srcs)
+    if "nvidia" not in state.modules:
+        return Check(cid, SKIP, "the nvidia module is not loaded: nothing pins it", "", srcs)
+    users = set(state.modules["nvidia"][1])
+    known = [m for m in host_rules.DRIVER_DEPENDENT_MODULES if m in state.modules]
+    other = sorted(
+        u
+        for u in users
+        if u not in host_rules.NVIDIA_STACK_MODULES and u not in host_rules.DRIVER_DEPENDENT_MODULES
+    )
+    if not known and not other:
+        return Check(cid, OK, "only NVIDIA's own modules use the nvidia module", "", srcs)
+    parts = [f"{m}: {host_rules.DRIVER_DEPENDENT_MODULES[m]}" for m in known]
+    parts += [f"{m}: uses the nvidia module (not one preflight knows)" for m in other]
+    return Check(
+        cid,
+        WARN,
+        "modules pin the loaded driver, the upgrade cannot unload it while they are loaded: "
+        + "; ".join(parts),
+        "stop their users and `modprobe -r` them before the upgrade; reinstall the out-of-tree "
+        "ones for the new driver",
+        srcs,
+    )
+
+
+def gpu_mig(state: HostState, plan: Plan, today: dt.date) -> Check:
+    cid, srcs = "gpu.mig", (host_rules.MIG_SOURCE,)
+    gpus = state.smi_q.gpus if state.smi_q else ()
+    if not gpus:
+        return Check(cid, SKIP, "no `nvidia-smi -q` GPU data", "", srcs)
+    enabled = [g for g in gpus if g.mig_current.lower() == "enabled"]
+    pending = [g for g in gpus if g.mig_pending and g.mig_pending != g.mig_current]
+    notes = []
+    if pending:
+        notes.append(
+            f"{len(pending)} GPU(s) have a MIG mode change pending (applied at the next reset): "
+            + ", ".join(f"{g.bus_id} {g.mig_current}->{g.mig_pending}" for g in pending[:4])
+        )
+    if not enabled:
+        return Check(cid, OK, "; ".join(["MIG is disabled on every GPU", *notes]), "", srcs)
+    text = (
+        f"MIG is enabled on {len(enabled)} of {len(gpus)} GPU(s) ("
+        + ", ".join(g.bus_id for g in enabled[:4])
+        + (", ..." if len(enabled) > 4 else "")
+        + "): GPU and compute instances do not survive the driver reload and must be recreated"
+    )
+    return Check(
+        cid,
+        WARN if plan.target is not None else OK,
+        "; ".join([text, *notes]),
+        "after the upgrade recreate the instances from the site's config "
+        "(e.g. nvidia-mig-parted apply -f <config> -c <profile>)",
+        srcs,
+    )
+
+
+def gpu_memory(state: HostState, plan: Plan, today: dt.date) -> Check:
+    cid, srcs = "gpu.memory", (host_rules.MEMORY_ERRORS_SOURCE,)
+    gpus = state.smi_q.gpus if state.smi_q else ()
+    if not gpus:
+        return Check(cid, SKIP, "no `nvidia-smi -q` GPU data", "", srcs)
+    failed = [g for g in gpus if g.remap_failure.lower() == "yes"]
+    pending = [
+        g for g in gpus if g.remap_pending.lower() == "yes" or g.retired_pending.lower() == "yes"
+    ]
+    if failed:
+        return Check(
+            cid,
+            BLOCK,
+            f"row remapping failed on {', '.join(g.bus_id for g in failed)}: the GPU's memory "
+            "cannot be repaired in place",
+            "take the GPU out of service: run DCGM diagnostics (dcgmi diag -r 3) and RMA it",
+            srcs,
+        )
+    if pending:
+        return Check(
+            cid,
+            WARN,
+            f"{len(pending)} GPU(s) have page retirement or row remapping pending "
+            f"({', '.join(g.bus_id for g in pending[:4])}): applied at the next GPU reset, "
+            "which the driver reload performs",
+            "expect it to be applied by the upgrade; check `nvidia-smi -q -d ROW_REMAPPER` after",
+            srcs,
+        )
+    return Check(cid, OK, "no pending page retirement or row remapping", "", srcs)
+
+
+ADMIN_CHECKS = (driver_dependents, gpu_mig, gpu_memory)
