@@ -16,7 +16,7 @@ from packaging.version import InvalidVersion, Version
 from builder.check import EOL_WARN_DAYS
 from builder.preflight import admin_checks
 from builder.preflight.gather import HostGpu, HostState
-from builder.preflight.model import BLOCK, OK, SKIP, WARN, Check, Plan
+from builder.preflight.model import BLOCK, OK, SKIP, WARN, Check, Plan, Severity
 from builder.rules import drivers as driver_rules
 from builder.rules import gpus as gpu_rules
 from builder.rules import host as host_rules
@@ -370,17 +370,51 @@ def driver_version(state: HostState, plan: Plan, today: dt.date) -> Check:
         )
     assert state.driver is not None
     current = DriverVersion(state.driver) if _is_driver(state.driver) else None
-    life = driver_rules.BRANCH_LIFECYCLE.get(current.major) if current else None
     text = f"driver {state.driver} ({', '.join(seen)} agree)"
-    if life is not None and life.eol is not None and life.eol < today:
-        return Check(
-            cid,
-            WARN,
-            f"{text}; its branch R{life.branch} ({life.kind}) reached end of life on {life.eol}",
-            "move to a supported branch",
-            (life.source,),
+    sev, fixes, out_srcs = OK, [], list(srcs)
+    if current is not None:
+        cuda_note, cuda_sev = _cuda_banner(state, current)
+        if cuda_note:
+            text += f"; {cuda_note}"
+            sev = max(sev, cuda_sev, key=lambda v: v.rank)
+            out_srcs.append(driver_rules.BRANCH_CUDA_SOURCE)
+        life = driver_rules.branch_status(current.major, today)
+        text += f"; {life.text}"
+        out_srcs.append(life.source)
+        if life.past_eol:
+            sev = BLOCK if plan.strict else max(sev, WARN, key=lambda v: v.rank)
+            fixes.append("move to a supported branch (LTSB R580 or a current production branch)")
+        elif life.state == "ending":
+            sev = max(sev, WARN, key=lambda v: v.rank)
+            fixes.append("plan the move to a supported branch before that date")
+    return Check(cid, sev, text, "; ".join(fixes), tuple(out_srcs))
+
+
+def _cuda_banner(state: HostState, driver: DriverVersion) -> tuple[str, Severity]:
+    """nvidia-smi's "CUDA Version" against the rules' branch table; a disagreement is worth a
+    look (the image judgement uses what the host reports)."""
+    table = driver_rules.driver_cuda_version(driver)
+    reported = state.smi_q.cuda if state.smi_q else ""
+    if not reported:
+        return "", OK
+    if table is None:
+        return (
+            f"nvidia-smi reports CUDA {reported}; R{driver.major} is not in the rules' branch "
+            "table (the host's value is used)",
+            OK,
         )
-    return Check(cid, OK, text, "", srcs)
+    try:
+        agree = Version(reported) == table
+    except InvalidVersion:
+        agree = False
+    if agree:
+        return f"CUDA {reported} (nvidia-smi and the branch table agree)", OK
+    return (
+        f"nvidia-smi reports CUDA {reported} but the branch table says {table} for "
+        f"R{driver.major}: the image judgement uses the host's {reported}; check "
+        "builder/rules/drivers.py BRANCH_CUDA",
+        WARN,
+    )
 
 
 def _installed_from(state: HostState) -> str:
@@ -418,15 +452,19 @@ def driver_target(state: HostState, plan: Plan, today: dt.date) -> Check:
             msgs.append(f"upgrade {current} -> {target}")
     else:
         msgs.append(f"install {target} (no driver runs now)")
-    life = driver_rules.BRANCH_LIFECYCLE.get(branch)
-    if life is None or life.eol is None:
-        msgs.append(f"no end-of-life date is published for R{branch}")
-        sev = WARN
-    elif life.eol < today:
-        msgs.append(f"R{branch} ({life.kind}) reached end of life on {life.eol}")
-        sev = WARN
-    else:
-        msgs.append(f"R{branch} ({life.kind}) is supported until {life.eol}")
+    life = driver_rules.branch_status(branch, today)
+    msgs.append(life.text)
+    srcs.append(life.source)
+    if life.past_eol:
+        sev = BLOCK if plan.strict else max(sev, WARN, key=lambda v: v.rank)
+    elif life.state in ("ending", "unknown"):
+        sev = max(sev, WARN, key=lambda v: v.rank)
+    cuda = driver_rules.driver_cuda_version(target)
+    msgs.append(
+        f"R{branch} supports CUDA {cuda}"
+        if cuda is not None
+        else f"the CUDA version of R{branch} is not in the rules' table"
+    )
     if flavour == "proprietary" and branch >= driver_rules.PROPRIETARY_REMOVED_FROM_BRANCH:
         msgs.append(
             f"R{branch} has no proprietary kernel modules (removed from "
@@ -451,9 +489,9 @@ def driver_target(state: HostState, plan: Plan, today: dt.date) -> Check:
         srcs.append(gpu_rules.OPEN_MODULES_SOURCE)
     msgs.append(f"kernel modules: {flavour}")
     fix = {
-        BLOCK: "pick a branch the GPUs support with the open kernel modules "
-        "(dnf module enable nvidia-driver:<branch>-open)",
-        WARN: "check the branch's lifecycle before committing to it",
+        BLOCK: "pick a supported branch that every GPU supports, with the open kernel modules "
+        "where required (dnf module enable nvidia-driver:<branch>-open)",
+        WARN: "check the branch's lifecycle and the notes above before committing to it",
         OK: "",
     }[sev]
     return Check(cid, sev, "; ".join(msgs), fix, tuple(srcs))
@@ -1040,7 +1078,7 @@ STEP_OF: dict[str, tuple[str, ...]] = {
     "persistenced": ("services", "gpus"),
     "fabricmanager": ("services", "packages"),
     "toolkit.version": ("container",),
-    "cdi.spec": ("container", "nouveau"),
+    "cdi.spec": ("cdi", "nouveau"),
     "podman.version": ("container",),
     "selinux.mode": ("container",),
     "gpu.processes": ("driver",),

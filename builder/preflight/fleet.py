@@ -14,6 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from builder.preflight import images as img
 from builder.preflight.checks import run_checks
 from builder.preflight.gather import HostState, gather
@@ -22,6 +24,7 @@ from builder.preflight.impact import impact, impact_check
 from builder.preflight.inventory import Target
 from builder.preflight.model import BLOCK, OK, Check, Plan
 from builder.preflight.report import HostReport
+from builder.rules import drivers as driver_rules
 from builder.rules.driver_version import DriverVersion
 
 Connect = Callable[[str], ReadOnlyHost]
@@ -49,6 +52,13 @@ def facts(state: HostState) -> dict[str, Any]:
         "kernel": state.kernel,
         "default_kernel": state.default_kernel,
         "driver": state.driver,
+        "driver_loaded": state.loaded_driver,
+        "driver_installed": state.installed_driver,
+        "reboot_pending": state.reboot_pending,
+        "cuda": {
+            "reported": state.smi_q.cuda if state.smi_q and state.smi_q.cuda else None,
+            "rules": str(c) if (c := _table_cuda(state)) else None,
+        },
         "kernel_module": state.flavour,
         "gpus": gpus or "no GPU",
         "gpu_list": [
@@ -64,6 +74,7 @@ def facts(state: HostState) -> dict[str, Any]:
             for g in state.gpus
         ],
         "probes": {k: {"command": o.command, "rc": o.rc} for k, o in state.outputs.items()},
+        "probe_errors": dict(state.errors),
     }
 
 
@@ -81,10 +92,31 @@ def judge_state(state: HostState, ctx: Context) -> HostReport:
             notes.append(f"{skipped} local image(s) without a GPU requirement")
     current = DriverVersion(state.driver) if state.driver and _driver(state.driver) else None
     rows = impact(
-        records, state.gpus, current, state.flavour, ctx.plan.target, ctx.plan.flavour(state)
+        records,
+        [g for g in state.gpus if "vfio" not in g.pci_note],  # a passed-through GPU runs no image
+        current,
+        state.flavour,
+        ctx.plan.target,
+        ctx.plan.flavour(state),
+        _reported_cuda(state),
     )
     checks.append(impact_check(rows, ctx.plan.target, notes))
     return HostReport(state.name, checks, rows, facts(state))
+
+
+def _reported_cuda(state: HostState) -> Version | None:
+    """The CUDA version nvidia-smi prints for the running driver (a live host's own word)."""
+    text = state.smi_q.cuda if state.smi_q else ""
+    try:
+        return Version(text) if text else None
+    except InvalidVersion:
+        return None
+
+
+def _table_cuda(state: HostState) -> Version | None:
+    if not state.driver or not _driver(state.driver):
+        return None
+    return driver_rules.driver_cuda_version(DriverVersion(state.driver))
 
 
 def _driver(text: str) -> bool:

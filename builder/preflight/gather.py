@@ -336,7 +336,6 @@ def _container(host: ReadOnlyHost, state: HostState) -> None:
     o = state.outputs
     o["nvidia-ctk"] = host.run("nvidia-ctk", "--version")
     state.ctk_version = parsers.ctk_version(o["nvidia-ctk"].stdout) if o["nvidia-ctk"].ok else None
-    _cdi(host, state, state.listing)
     o["podman"] = host.run("podman", "--version")
     state.podman_version = parsers.podman_version(o["podman"].stdout) if o["podman"].ok else None
     o["getenforce"] = host.run("getenforce")
@@ -357,6 +356,7 @@ STEPS: tuple[tuple[str, Step], ...] = (
     ("nouveau", _nouveau),
     ("services", _services),
     ("container", _container),
+    ("cdi", lambda host, state: _cdi(host, state, state.listing)),
     ("disk", _disk_step),
     ("images", lambda host, state: _images(host, state)),
 )

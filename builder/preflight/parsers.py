@@ -544,6 +544,8 @@ def cdi_spec(path: str, text: str) -> CdiSpec | str:
     if isinstance(doc.get("containerEdits"), dict):
         edits.append(doc["containerEdits"])
     devices = []
+    if not isinstance(doc.get("devices") or [], list):
+        return f"{path}: `devices` is not a list (not a valid CDI spec)"
     for dev in doc.get("devices") or []:
         if isinstance(dev, dict):
             devices.append(str(dev.get("name", "")))
@@ -552,18 +554,27 @@ def cdi_spec(path: str, text: str) -> CdiSpec | str:
     paths: list[str] = []
     hook_driver = None
     for e in edits:
+        for field_name in ("deviceNodes", "mounts", "hooks"):
+            if not isinstance(e.get(field_name) or [], list):
+                return f"{path}: containerEdits.{field_name} is not a list (not a valid CDI spec)"
         for node in e.get("deviceNodes") or []:
             if isinstance(node, dict):
                 paths.append(str(node.get("hostPath") or node.get("path") or ""))
         for mount in e.get("mounts") or []:
             if isinstance(mount, dict) and mount.get("hostPath"):
                 paths.append(str(mount["hostPath"]))
-        for hook in e.get("hooks") or []:
+        for n, hook in enumerate(e.get("hooks") or []):
             if not isinstance(hook, dict):
                 continue
             if hook.get("path"):
                 paths.append(str(hook["path"]))
-            for arg in hook.get("args") or []:
+            args = hook.get("args") or []
+            if not isinstance(args, list):
+                return (
+                    f"{path}: hooks[{n}].args is {args!r}, not a list of strings "
+                    "(not a valid CDI spec: podman refuses it)"
+                )
+            for arg in args:
                 m = re.fullmatch(r"--host-driver-version=(\S+)", str(arg))
                 if m:
                     hook_driver = m[1]

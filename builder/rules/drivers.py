@@ -161,6 +161,12 @@ BRANCH_CUDA: dict[int, BranchCuda] = {
 }
 
 
+BRANCH_CUDA_SOURCE = Source(
+    "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html "
+    "(CUDA Toolkit and Corresponding Driver Versions); per branch in BRANCH_CUDA"
+)
+
+
 def branch_cuda(branch: int) -> BranchCuda | None:
     """The entry for a branch; a branch between two rows (no toolkit of its own) reports the
     CUDA of the row below it; a branch above the last row is unknown (None)."""

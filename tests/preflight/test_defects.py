@@ -1,0 +1,186 @@
+"""Issue 12: one fixture host per defect, each asserting the corrected verdict and remediation
+(the fixtures' fixture.yaml say what each host is and where its outputs come from)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+import pytest
+from packaging.version import Version
+
+from builder.preflight import checks
+from builder.preflight import images as img
+from builder.preflight.fleet import Context, preflight_host
+from builder.preflight.gather import HostState, gather
+from builder.preflight.hostio import ReadOnlyHost
+from builder.preflight.impact import judge
+from builder.preflight.inventory import Target
+from builder.preflight.model import BLOCK, OK, WARN, Check, Plan
+from builder.preflight.report import exit_code
+from builder.rules.driver_version import DriverVersion
+from tests.preflight.conftest import TODAY, RunFixture, check
+from tests.preflight.fakehost import FakeHost, Fixture
+
+
+def state_of(name: str) -> HostState:
+    return gather(ReadOnlyHost(FakeHost(Fixture.load(name)), name))
+
+
+def require(text: str, cuda: str) -> img.ImageRecord:
+    return img.ImageRecord("probe", "local", (text,), "env", None, cuda, None)
+
+
+# --- item 1: the CUDA version of a driver branch -----------------------------------------------
+def test_595_reports_cuda_13_2_and_a_cuda_13_1_image_runs(run_fixture: RunFixture) -> None:
+    state = state_of("el9-l40s-r595-cuda13.2")
+    ver = check_of(state, "driver.version")
+    assert "CUDA 13.2 (nvidia-smi and the branch table agree)" in ver.finding
+    fake = FakeHost(Fixture.load("el9-l40s-r595-cuda13.2"))
+    ctx = Context(Plan(), TODAY, [require("cuda>=13.1", "13.1.0")], [], False)
+    report = preflight_host(Target("h", "fake://h"), ctx, lambda _: ReadOnlyHost(fake, "h"))
+    (row,) = report.rows
+    assert row.now.status == "ok", row.now.reasons
+    # and on the branch table alone (no host): 590 -> 13.1, 595 -> 13.2, R510 -> 11.6
+    for driver, ok in (("590.48.01", True), ("580.65.06", False), ("595.71.05", True)):
+        v = judge(require("cuda>=13.1", "13.1.0"), DriverVersion(driver), "open", [])
+        assert (v.status == "ok") is ok, (driver, v)
+
+
+def test_nvidia_smi_disagreeing_with_the_table_is_flagged_and_wins() -> None:
+    state = state_of("el9-l40s-r595-cuda13.2")
+    assert state.smi_q is not None
+    state.smi_q = dataclasses.replace(state.smi_q, cuda="13.3")
+    ver = check_of(state, "driver.version")
+    assert (
+        ver.severity is WARN
+        and "nvidia-smi reports CUDA 13.3 but the branch table says 13.2" in (ver.finding)
+    )
+
+
+def test_a_branch_past_the_table_is_unknown_not_the_last_known_cuda() -> None:
+    v = judge(require("cuda>=13.1", "13.1.0"), DriverVersion("640.10.01"), "open", [])
+    assert v.status == "unknown" and any("not known to the rules" in r for r in v.reasons)
+    # with the host's own banner it is judged
+    ok = judge(
+        require("cuda>=13.1", "13.1.0"), DriverVersion("640.10.01"), "open", [], Version("13.4")
+    )
+    assert ok.status == "ok"
+
+
+# --- item 2: GPUs the driver does not drive ----------------------------------------------------
+def test_a_gpu_on_pci_that_nvml_lacks_is_in_the_inventory_with_its_reason() -> None:
+    state = state_of("el9-l40s-rtx5090-r565")
+    names = [(g.name, g.source) for g in state.gpus]
+    assert ("NVIDIA GeForce RTX 5090", "lspci") in names
+    inv = check_of(state, "gpu.inventory")
+    assert inv.severity is BLOCK
+    assert "seen on PCI only (not in NVML): NVIDIA GeForce RTX 5090" in inv.finding
+    assert "does not drive it" in inv.finding and "needs driver branch R570" in inv.remediation
+    after = check_of(state, "gpu.inventory", Plan(DriverVersion("570.124.06")))
+    assert after.severity is WARN and "brings them up" in after.remediation
+
+
+def test_vfio_bound_and_fallen_off_the_bus_gpus_say_so() -> None:
+    state = state_of("el9-l40s-rtx5090-r565")
+    assert state.pci is not None
+    text = state.outputs["lspci"].stdout.replace(
+        "Kernel modules: nvidiafb", "Kernel driver in use: vfio-pci\n\tKernel modules: nvidiafb"
+    )
+    from builder.preflight import parsers
+    from builder.preflight.gather import _host_gpus
+
+    state.pci = parsers.lspci_nvidia(text)
+    (g,) = [g for g in _host_gpus(state) if g.source == "lspci"]
+    assert "vfio-pci" in g.pci_note
+    state.pci = parsers.lspci_nvidia(text.replace("(rev a1)\n\tSubsystem", "(rev ff)\n\tSubsystem"))
+    (g,) = [g for g in _host_gpus(state) if g.source == "lspci"]
+    assert "fallen off the bus" in g.pci_note
+
+
+# --- item 3: upgraded but not rebooted ---------------------------------------------------------
+def test_reboot_pending_is_said_and_no_harmful_fix_is_given(run_fixture: RunFixture) -> None:
+    report, _ = run_fixture("el9-h100-reboot-pending")
+    ver = check(report, "driver.version")
+    assert ver.severity is WARN and "reboot pending" in ver.finding
+    assert "550.144.03" in ver.finding and "after the reboot 570.124.06 runs" in ver.finding
+    assert "reboot into 570.124.06" in ver.remediation
+    assert check(report, "kernel.devel").severity is OK
+    assert (
+        check(report, "dkms.nvidia").severity is OK
+        and "570.124.06" in check(report, "dkms.nvidia").finding
+    )
+    cdi = check(report, "cdi.spec")
+    assert cdi.severity is OK and "right for the driver after the pending reboot" in cdi.finding
+    fm = check(report, "fabricmanager")
+    assert fm.severity is WARN and "after the pending reboot" in fm.finding
+    assert not any(
+        "kernel-devel" in c.remediation or "cdi generate" in c.remediation for c in report.checks
+    )
+    assert report.facts["reboot_pending"] is True
+    assert report.facts["driver_installed"] == "570.124.06"
+
+
+# --- item 5: end of life -----------------------------------------------------------------------
+def test_an_unlisted_branch_is_out_of_support_and_strict_blocks() -> None:
+    state = state_of("el9-h100")  # R550
+    ver = check_of(state, "driver.version")
+    assert ver.severity is WARN and "R550 is not in NVIDIA's driver lifecycle table" in ver.finding
+    strict = check_of(state, "driver.version", Plan(strict=True))
+    assert strict.severity is BLOCK
+    target = check_of(state, "driver.target", Plan(DriverVersion("570.124.06")))
+    assert "R570 (PB) reached end of life on 2026-02-28" in target.finding
+    assert target.severity is WARN
+    assert (
+        check_of(state, "driver.target", Plan(DriverVersion("570.124.06"), strict=True)).severity
+        is BLOCK
+    )
+    ahead = check_of(state, "driver.target", Plan(DriverVersion("595.71.05")))
+    assert "reaches end of life on 2027-03-31" in ahead.finding and ahead.severity is WARN
+    fine = check_of(state, "driver.target", Plan(DriverVersion("580.65.06")))
+    assert fine.severity is OK and "supported until 2028-06-30" in fine.finding
+
+
+# --- item 8: one odd input never collapses a report --------------------------------------------
+def test_a_cdi_spec_with_scalar_args_is_its_own_finding(run_fixture: RunFixture) -> None:
+    report, _ = run_fixture("el9-l40s-cdi-args-scalar")
+    cdi = check(report, "cdi.spec")
+    assert cdi.severity is BLOCK and "hooks[0].args is 1, not a list" in cdi.finding
+    assert "nvidia-ctk cdi generate" in cdi.remediation
+    assert check(report, "host.reach").severity is OK
+    assert len(report.checks) == len(checks.CHECK_IDS)
+
+
+def test_an_exception_in_a_probe_step_or_a_check_stays_there(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from builder.preflight import parsers
+
+    monkeypatch.delenv("TRAINIMG_DEBUG", raising=False)
+
+    def boom(*_: object) -> object:
+        raise TypeError("'int' object is not iterable")
+
+    monkeypatch.setattr(parsers, "cdi_spec", boom)
+    state = state_of("el9-h100")
+    assert "cdi" in state.errors and state.podman_version is not None  # later steps still ran
+    cdi = check_of(state, "cdi.spec")
+    assert cdi.severity is WARN and "TypeError" in cdi.finding and "cdi:" in cdi.finding
+    monkeypatch.setattr(checks, "CHECKS", (("host.os", boom), *checks.CHECKS[1:]))
+    got = {c.id: c for c in checks.run_checks(state, Plan(), TODAY)}
+    assert got["host.os"].severity is WARN and "TypeError" in got["host.os"].finding
+    assert got["driver.version"].severity is not None  # the others ran
+    monkeypatch.setenv("TRAINIMG_DEBUG", "1")
+    with pytest.raises(TypeError):
+        checks.run_checks(state, Plan(), TODAY)
+
+
+def check_of(state: HostState, cid: str, plan: Plan | None = None) -> Check:
+    return next(c for c in checks.run_checks(state, plan or Plan(), TODAY) if c.id == cid)
+
+
+def test_exit_codes_of_the_defect_fixtures(run_fixture: RunFixture) -> None:
+    for name in ("el9-h100-reboot-pending", "el9-l40s-rtx5090-r565", "debian12-rpm-installed"):
+        report, fake = run_fixture(name)
+        assert exit_code([report]) == fake.fixture.expect["exit"], name
+    assert isinstance(TODAY, dt.date)
