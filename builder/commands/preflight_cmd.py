@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,22 +18,31 @@ from typing import Any
 from builder.commands.common import shared_options
 from builder.errors import TrainimgError
 from builder.preflight import images as img
-from builder.preflight.fleet import Context, run_fleet
+from builder.preflight.fleet import Context, record_name, run_fleet
 from builder.preflight.hostio import connect
 from builder.preflight.inventory import Target, targets
 from builder.preflight.model import Plan
+from builder.preflight.record import Record, find_records
 from builder.preflight.report import as_json, exit_code, render
 from builder.rules.driver_version import DriverVersion
-from builder.workspace import open_workspace
+from builder.workspace import DEFAULT_MATRIX, open_workspace
 
 LOCK = Path("images") / "lock.json"
 
 
-def _driver(text: str) -> DriverVersion:
-    try:
-        return DriverVersion(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+# A full NVIDIA Linux driver version: a three-digit branch, then one or two parts
+# (570.26, 570.124.06, 580.65.06); no leading zero, no fourth part.
+_FULL_DRIVER = re.compile(r"[1-9][0-9]{2}\.[0-9]{1,3}(\.[0-9]{1,3})?")
+
+
+def driver_argument(text: str) -> DriverVersion:
+    """An argparse type for a driver version (also `trainimg compat --driver`)."""
+    if not _FULL_DRIVER.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"not a driver version: {text!r} (expected BRANCH.MINOR[.PATCH] as NVIDIA writes "
+            "it, e.g. 570.124.06 or 570.26)"
+        )
+    return DriverVersion(text)
 
 
 def _jobs(text: str) -> int:
@@ -75,7 +86,7 @@ def register(sub: Any) -> None:
     p.add_argument("--jobs", type=_jobs, default=4, help="hosts checked in parallel (default 4)")
     p.add_argument(
         "--target-driver",
-        type=_driver,
+        type=driver_argument,
         default=None,
         metavar="VERSION",
         help="the driver to judge, e.g. 570.124.06",
@@ -96,14 +107,45 @@ def register(sub: Any) -> None:
         action="store_true",
         help="skip the image impact (matrix, lock and local images)",
     )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="a driver branch past NVIDIA's end of life blocks (default: it warns)",
+    )
+    p.add_argument(
+        "--record",
+        metavar="DIR",
+        default=None,
+        help="also write what each host returned to DIR/<host>/ (a record: judge it later "
+        "with --from)",
+    )
+    p.add_argument(
+        "--from",
+        dest="from_dir",
+        metavar="DIR",
+        default=None,
+        help="judge recorded hosts instead of live ones: DIR is one record, or a directory of "
+        "records (a fleet); nothing is contacted",
+    )
     p.add_argument("--timeout", type=_seconds, default=20, help="seconds per probe (default 20)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the report")
     p.add_argument("--wide", action="store_true", help="do not shorten findings in the report")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, matrix=None)
 
 
 def _targets(args: argparse.Namespace) -> list[Target]:
     out: list[Target] = []
+    if args.from_dir is not None:
+        if args.hosts is not None or args.inventory or args.record:
+            raise TrainimgError(
+                "--from judges recorded hosts: it takes no --hosts, --inventory or --record"
+            )
+        found = find_records(Path(args.from_dir))
+        for p in found:
+            Record.load(p)  # a broken record is bad input (exit 2), found before judging any
+        return [Target(p.name, f"record:{p}", record=p) for p in found]
+    if args.hosts is not None and not args.hosts.strip(" ,"):
+        raise TrainimgError("--hosts is empty: name at least one host spec (e.g. local://)")
     if args.inventory:
         out += targets(args.inventory, args.limit)
     elif args.limit:
@@ -112,23 +154,37 @@ def _targets(args: argparse.Namespace) -> list[Target]:
         out += [Target(s.strip(), s.strip()) for s in args.hosts.split(",") if s.strip()]
     if not args.inventory and not args.hosts:
         out.append(Target("local", "local://"))
-    if not out:
-        raise TrainimgError("no host to check: --hosts is empty")
+    if args.record:
+        root = Path(args.record)
+        taken = [t.name for t in out if (root / record_name(t.name)).exists()]
+        if taken:
+            raise TrainimgError(
+                f"--record {root}: {root / record_name(taken[0])} exists (records are never "
+                "overwritten: pick a new directory)"
+            )
     return out
 
 
 def _images(args: argparse.Namespace) -> tuple[list[img.ImageRecord], list[str]]:
     notes: list[str] = []
     matrix: list[img.ImageRecord] = []
-    root = Path(args.matrix).resolve().parent
-    if Path(args.matrix).is_file():
+    given = args.matrix is not None
+    path = Path(args.matrix or os.environ.get("TRAINIMG_MATRIX", DEFAULT_MATRIX))
+    if given and not path.is_file():
+        raise TrainimgError(f"--matrix {path}: no such file")
+    if args.lock and not Path(args.lock).is_file():
+        raise TrainimgError(f"--lock {args.lock}: no such file")
+    root = path.resolve().parent
+    if path.is_file():
         try:
-            ws = open_workspace(args.matrix, args.today, strict=False)
+            ws = open_workspace(path, args.today, strict=False)
             matrix = img.from_workspace(ws)
         except TrainimgError as exc:
+            if given:
+                raise
             notes.append(f"matrix not judged: {exc}")
     else:
-        notes.append(f"no matrix at {args.matrix}: matrix cells not judged")
+        notes.append(f"no matrix at {path}: matrix cells not judged")
     lock_path = Path(args.lock) if args.lock else root / LOCK
     lock: list[img.ImageRecord] = []
     if args.lock or lock_path.is_file():
@@ -140,8 +196,16 @@ def _images(args: argparse.Namespace) -> tuple[list[img.ImageRecord], list[str]]
 def run(args: argparse.Namespace) -> int:
     hosts = _targets(args)
     records, notes = ([], []) if args.no_images else _images(args)
-    plan = Plan(args.target_driver, args.target_module)
-    ctx = Context(plan, args.today or dt.date.today(), records, notes, not args.no_images)
+    plan = Plan(args.target_driver, args.target_module, args.strict)
+    ctx = Context(
+        plan,
+        args.today or dt.date.today(),
+        records,
+        notes,
+        not args.no_images,
+        args.timeout,
+        Path(args.record) if args.record else None,
+    )
     reports = run_fleet(hosts, ctx, args.jobs, lambda spec: connect(spec, args.timeout))
     target = str(args.target_driver) if args.target_driver else None
     if args.json:

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from builder.preflight import allowlist
 from builder.preflight import images as img
 from builder.preflight.checks import run_checks
 from builder.preflight.gather import HostState, gather
@@ -23,6 +26,7 @@ from builder.preflight.hostio import HostUnreachable, ReadOnlyHost, connect, con
 from builder.preflight.impact import impact, impact_check
 from builder.preflight.inventory import Target
 from builder.preflight.model import BLOCK, OK, Check, Plan
+from builder.preflight.record import Record, ReplayHost, write_record
 from builder.preflight.report import HostReport
 from builder.rules import drivers as driver_rules
 from builder.rules.driver_version import DriverVersion
@@ -39,6 +43,8 @@ class Context:
     images: list[img.ImageRecord] = field(default_factory=list)
     image_notes: list[str] = field(default_factory=list)
     local_images: bool = True
+    timeout: int = allowlist.TIMEOUT_S  # seconds per probe
+    record_dir: Path | None = None  # --record DIR: write what each host returned
 
 
 def facts(state: HostState) -> dict[str, Any]:
@@ -127,6 +133,11 @@ def _driver(text: str) -> bool:
     return True
 
 
+def record_name(host: str) -> str:
+    """A directory name for a host's record (its name, with anything odd replaced)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", host).strip(".") or "host"
+
+
 def unreachable(name: str, why: str) -> HostReport:
     return HostReport(
         name,
@@ -147,12 +158,22 @@ def preflight_host(target: Target, ctx: Context, connect_fn: Connect = connect) 
     if target.spec is None:
         return unreachable(target.name, target.error or "no connection for this host")
     try:
-        if target.connection is not None and connect_fn is connect:
-            host = connect_validated(target.connection)  # fields as arguments, never a URL
+        if target.record is not None:  # a recorded host (--from): replayed, nothing reached
+            host = ReadOnlyHost(ReplayHost(Record.load(target.record, target.name)), target.name)
+        elif target.connection is not None:  # an inventory host: fields as arguments, no URL
+            host = connect_validated(target.connection, ctx.timeout)
         else:
             host = connect_fn(target.spec)
         state = gather(host, images=ctx.local_images)
         state.name = target.name
+        if ctx.record_dir is not None:
+            write_record(
+                ctx.record_dir / record_name(target.name),
+                target.name,
+                target.spec,
+                host.log,
+                ctx.today,
+            )
         report = judge_state(state, ctx)
     except HostUnreachable as exc:
         return unreachable(target.name, f"unreachable: {exc}")

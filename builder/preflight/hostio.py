@@ -78,6 +78,17 @@ def _text(result: Any, stream: str) -> str:
     return str(raw)
 
 
+def _reason(exc: Exception) -> str:
+    """A transport failure in words: testinfra's ssh backend raises RuntimeError(CommandResult),
+    whose repr is no reason; its stderr is ("ssh: connect to host ... Connection refused")."""
+    arg = exc.args[0] if exc.args else None
+    if arg is not None and hasattr(arg, "rc"):
+        text = (_text(arg, "stderr").strip() or _text(arg, "stdout").strip()).splitlines()
+        via = "ssh" if getattr(arg, "rc", None) == 255 else "the connection"
+        return f"{via} failed (exit {arg.rc}): {text[-1] if text else 'no output'}"
+    return f"{type(exc).__name__}: {exc}"
+
+
 @dataclass
 class ReadOnlyHost:
     host: Any  # testinfra.host.Host (or anything with the same run(command) method)
@@ -90,7 +101,7 @@ class ReadOnlyHost:
         try:
             result = self.host.run(line)
         except Exception as exc:  # ssh exit 255, paramiko/winrm errors, a vanished socket
-            raise HostUnreachable(f"{self.name}: {type(exc).__name__}: {exc}") from exc
+            raise HostUnreachable(f"{self.name}: {_reason(exc)}") from exc
         out = Output(tuple(argv), int(result.rc), _text(result, "stdout"), _text(result, "stderr"))
         self.log.append(out)
         return out

@@ -57,6 +57,7 @@ class Target:
     spec: str | None  # None when the host's variables do not give a usable connection
     error: str = ""
     connection: Connection | None = None  # set for inventory hosts (validated fields)
+    record: Path | None = None  # set for a recorded host (--from DIR)
 
 
 # Strict shapes for inventory values (anything else is refused with the key and the value).
@@ -187,9 +188,20 @@ def _parse_yaml(path: Path, doc: Any) -> dict[str, _Group]:
         if not isinstance(hosts, dict):
             raise InventoryError(f"{path}: {where}.hosts must be a mapping")
         for pattern, hv in hosts.items():
+            if hv is not None and not isinstance(hv, dict):
+                raise InventoryError(
+                    f"{path}: {where}.hosts.{pattern} must be a mapping of variables, "
+                    f"not {type(hv).__name__} {hv!r}"
+                )
             for host in _expand(str(pattern)):
                 group.hosts.setdefault(host, {}).update(hv or {})
-        group.vars.update(node.get("vars") or {})
+        gvars = node.get("vars") or {}
+        if not isinstance(gvars, dict):
+            raise InventoryError(
+                f"{path}: {where}.vars must be a mapping of variables, "
+                f"not {type(gvars).__name__} {gvars!r}"
+            )
+        group.vars.update(gvars)
         children = node.get("children") or {}
         if isinstance(children, list):
             group.children.extend(str(c) for c in children)
@@ -211,6 +223,11 @@ def _parse_yaml(path: Path, doc: Any) -> dict[str, _Group]:
     if meta:  # ansible-inventory --list keeps every host's variables here
         groups.setdefault("_meta", _Group({}, {}, []))
         for host, hv in meta.items():
+            if not isinstance(hv, dict):
+                raise InventoryError(
+                    f"{path}: _meta.hostvars.{host} must be a mapping of variables, "
+                    f"not {type(hv).__name__} {hv!r}"
+                )
             groups["_meta"].vars.setdefault(host, hv)
     return groups
 

@@ -44,7 +44,7 @@ def run_fixture(matrix_images: list[img.ImageRecord]) -> RunFixture:
     def run(
         name: str, target: str | None = None, module: str | None = None
     ) -> tuple[HostReport, FakeHost]:
-        fake = FakeHost(Fixture.load(name))
+        fake = FakeHost(Fixture.load_fixture(name))
         ctx = context(matrix_images, target, module)
         report = preflight_host(
             Target(name, f"fake://{name}"), ctx, lambda _: ReadOnlyHost(fake, name)

@@ -17,167 +17,40 @@ line (`systemctl is-active nvidia-persistenced`, `df -P -k /boot`).
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import yaml
-
-from builder.preflight import allowlist as al
+from builder.preflight.record import (
+    PREFIX_KEYS,
+    SHORT,
+    UNRECORDED,
+    Record,
+    Recording,
+    ReplayHost,
+)
 from builder.rules import host as host_rules
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 HOSTS = sorted(p.name for p in FIXTURES.iterdir() if (p / "fixture.yaml").is_file())
-UNRECORDED = 97
-
-SHORT: dict[str, tuple[str, ...]] = {
-    "uname": ("uname", "-r"),
-    "grubby": ("grubby", "--default-kernel"),
-    "rpm": ("rpm", "-q", "--qf", al.RPM_QF, *sorted(al.RPM_PACKAGES)),
-    "rpm-kmods": ("rpm", "-qa", "--qf", al.RPM_QF, al.RPM_KMOD_GLOB),
-    "modinfo": ("modinfo", "-F", "license", "nvidia"),
-    "lspci": ("lspci", "-nnk", "-d", "10de:"),
-    "modinfo-version": ("modinfo", "-F", "version", "nvidia"),
-    "smi": ("nvidia-smi", f"--query-gpu={al.SMI_GPU_FIELDS}", "--format=csv,noheader"),
-    "smi-q": ("nvidia-smi", "-q"),
-    "smi-apps": (
-        "nvidia-smi",
-        f"--query-compute-apps={al.SMI_APP_FIELDS}",
-        "--format=csv,noheader",
-    ),
-    "dkms": ("dkms", "status"),
-    "sb-state": ("mokutil", "--sb-state"),
-    "mok-test": ("mokutil", "--test-key", host_rules.DKMS_MOK_CERT),
-    "mok-list": ("mokutil", "--list-enrolled"),
-    "lsmod": ("lsmod",),
-    "systemctl": ("systemctl", "show", f"--property={al.SYSTEMD_PROPERTIES}", *sorted(al.UNITS)),
-    "fabricmanager": ("nv-fabricmanager", "--version"),
-    "nvidia-ctk": ("nvidia-ctk", "--version"),
-    "podman": ("podman", "--version"),
-    "podman-images": ("podman", "images", "--format", "json"),
-    "podman-inspect": ("podman", "image", "inspect"),
-}
-PREFIX_KEYS = {"podman-inspect"}  # recorded once, whatever image ids follow
+__all__ = ["PREFIX_KEYS", "SHORT", "UNRECORDED", "FakeHost", "Fixture", "Recording"]
 
 
-@dataclass(frozen=True)
-class Recording:
-    argv: tuple[str, ...]
-    stdout: str
-    stderr: str
-    rc: int
-    origin: str
-    prefix: bool = False
-    never: bool = False  # on the host, but preflight must never ask (e.g. Debian's `rpm`)
-
-    def matches(self, argv: tuple[str, ...]) -> bool:
-        if self.prefix:
-            return argv[: len(self.argv)] == self.argv and len(argv) > len(self.argv)
-        return argv == self.argv
-
-
-@dataclass
-class Fixture:
-    name: str
-    root: Path
-    meta: dict[str, Any]
-    recordings: list[Recording] = field(default_factory=list)
+class Fixture(Record):
+    """A fixture host: a preflight record under tests/preflight/fixtures/."""
 
     @classmethod
-    def load(cls, name: str) -> Fixture:
-        root = FIXTURES / name
-        meta = yaml.safe_load((root / "fixture.yaml").read_text())
-        recs = []
-        for key, spec in (meta.get("probes") or {}).items():
-            argv = SHORT.get(key) or tuple(shlex.split(key))
-            stdout = (root / spec["file"]).read_text() if "file" in spec else spec.get("stdout", "")
-            recs.append(
-                Recording(
-                    argv,
-                    stdout,
-                    spec.get("stderr", ""),
-                    int(spec.get("rc", 0)),
-                    spec.get("origin", ""),
-                    key in PREFIX_KEYS,
-                    bool(spec.get("never_asked", False)),
-                )
-            )
-        return cls(name, root, meta, recs)
-
-    @property
-    def files(self) -> dict[str, Path]:
-        """Host path -> the fixture file holding its content."""
-        base = self.root / "files"
-        return {"/" + str(p.relative_to(base)): p for p in base.rglob("*") if p.is_file()}
-
-    @property
-    def exists(self) -> set[str]:
-        return set(self.meta.get("exists") or []) | set(self.files)
-
-    @property
-    def programs(self) -> set[str]:
-        return {r.argv[0] for r in self.recordings}
-
-    @property
-    def expect(self) -> dict[str, Any]:
-        return dict(self.meta.get("expect") or {})
-
-
-@dataclass(frozen=True)
-class Result:
-    rc: int
-    stdout: str
-    stderr: str
+    def load_fixture(cls, name: str) -> Fixture:
+        rec = Record.load(FIXTURES / name, name)
+        return cls(rec.name, rec.root, rec.meta, rec.recordings)
 
 
 @dataclass
-class FakeHost:
-    """Answers preflight's command lines from a fixture, like a host would."""
+class FakeHost(ReplayHost):
+    """Answers preflight's command lines from a fixture (a record), like a host would."""
 
-    fixture: Fixture
-    lines: list[str] = field(default_factory=list)
-
-    def run(self, line: str) -> Result:
-        self.lines.append(line)
-        argv = al.unrender(line)
-        prog = argv[0]
-        if prog == "cat":
-            path = self.fixture.files.get(argv[1])
-            if path is None:
-                return Result(1, "", f"cat: {argv[1]}: No such file or directory\n")
-            return Result(0, path.read_text(), "")
-        if prog == "ls":
-            return self._ls(argv)
-        for rec in self.fixture.recordings:
-            if rec.matches(argv):
-                return Result(rec.rc, rec.stdout, rec.stderr)
-        if prog in self.fixture.programs or prog in ("uname", "df"):
-            return Result(UNRECORDED, "", f"fakehost: unrecorded: {shlex.join(argv)}\n")
-        return Result(
-            127, "", f"timeout: failed to run command '{prog}': No such file or directory\n"
-        )
-
-    def _ls(self, argv: tuple[str, ...]) -> Result:
-        exists = self.fixture.exists
-        dirs = {str(Path(p).parent) for p in exists}
-        dirs |= {str(parent) for p in exists for parent in Path(p).parents}
-        if argv[1] == "-1":  # ls -1 -- DIR...: GNU ls sorts the operands, heads each one
-            sections, err = [], ""
-            for d in sorted(argv[3:]):
-                prefix = d.rstrip("/") + "/"
-                if d not in dirs:
-                    err += f"ls: cannot access '{d}': No such file or directory\n"
-                    continue
-                names = sorted(
-                    {p[len(prefix) :].split("/")[0] for p in exists if p.startswith(prefix)}
-                )
-                sections.append(f"{d}:\n" + "".join(f"{n}\n" for n in names))
-            return Result(2 if err else 0, "\n".join(sections), err)
-        paths = argv[3:]
-        found = [p for p in paths if p in exists or p in dirs]
-        missing = [p for p in paths if p not in found]
-        err = "".join(f"ls: cannot access '{p}': No such file or directory\n" for p in missing)
-        return Result(2 if missing else 0, "".join(f"{p}\n" for p in sorted(found)), err)
+    @property
+    def fixture(self) -> Record:
+        return self.record
 
 
 # --- containers that play hosts ---------------------------------------------------------------

@@ -28,7 +28,7 @@ def test_fixture_hosts_give_their_expected_verdicts(name: str, run_fixture: RunF
 
 
 def state_of(name: str) -> HostState:
-    fake = FakeHost(Fixture.load(name))
+    fake = FakeHost(Fixture.load_fixture(name))
     return gather(ReadOnlyHost(fake, name))
 
 

@@ -88,7 +88,8 @@ def test_a_bad_host_never_stops_the_fleet(capsys: pytest.CaptureFixture[str]) ->
         assert not hosts[bad]["reachable"]
         (reach,) = hosts[bad]["checks"]
         assert reach["id"] == "host.reach" and reach["severity"] == "block"
-    assert "Connection refused" in hosts["ssh://nobody@127.0.0.1:1"]["checks"][0]["finding"]
+    refused = hosts["ssh://nobody@127.0.0.1:1"]["checks"][0]["finding"]
+    assert "Connection refused" in refused and "CommandResult" not in refused  # words, no repr
     assert "Unknown connection type" in hosts["bogus://x"]["checks"][0]["finding"]
 
 
@@ -133,12 +134,59 @@ def test_an_inventory_host_without_a_usable_connection(
     assert "ansible_connection=winrm" in hosts["win1"]["checks"][0]["finding"]
 
 
-def test_a_lock_given_but_absent_is_a_note(
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--lock", "{tmp}/lock.json"), "--lock {tmp}/lock.json: no such file"),
+        (("--hosts", ""), "--hosts is empty"),
+        (("--hosts", " , "), "--hosts is empty"),
+    ],
+)
+def test_bad_input_is_exit_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and out == ""
+    assert message.replace("{tmp}", str(tmp_path)) in err and "Traceback" not in err
+
+
+def test_a_missing_matrix_given_explicitly_is_exit_2(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    _, out, _ = run_cli(capsys, "--lock", str(tmp_path / "lock.json"), "--json")
-    impact = next(c for c in json.loads(out)["hosts"][0]["checks"] if c["id"] == "images.impact")
-    assert "cannot read" in impact["finding"]
+    code = main(["preflight", "--matrix", str(tmp_path / "nope.yaml")])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and "no such file" in err
+
+
+@pytest.mark.parametrize("bad", ["10", "0570.124.06", "570.124.06.1", "570", "570.124.06 "])
+def test_target_driver_takes_nvidia_versions_only(
+    capsys: pytest.CaptureFixture[str], bad: str
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        run_cli(capsys, "--target-driver", bad)
+    assert exc.value.code == 2 and "not a driver version" in capsys.readouterr().err
+
+
+def test_inventory_vars_that_are_not_a_mapping_name_the_key(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    inv = tmp_path / "inv.yml"
+    inv.write_text("all:\n  children:\n    gpu:\n      hosts:\n        h1:\n      vars: [1, 2]\n")
+    code, out, err = run_cli(capsys, "--inventory", str(inv))
+    assert code == 2 and out == ""
+    assert "all.children.gpu.vars must be a mapping" in err and "[1, 2]" in err
+
+
+def test_a_container_that_does_not_exist_is_unreachable(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(
+        capsys, "--hosts", "docker://trainimg-no-such-container-7f3a", "--no-images", "--json"
+    )
+    (host,) = json.loads(out)["hosts"]
+    assert code == 1 and not host["reachable"]
+    assert (
+        host["checks"][0]["id"] == "host.reach" and "failed (exit" in host["checks"][0]["finding"]
+    )
 
 
 def test_a_surprise_on_one_host_is_that_hosts_finding(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -151,7 +199,7 @@ def test_a_surprise_on_one_host_is_that_hosts_finding(monkeypatch: pytest.Monkey
     def connect(spec: str) -> ReadOnlyHost:
         if spec == "boom":
             raise ValueError("a parser met something new")
-        return ReadOnlyHost(FakeHost(Fixture.load("el9-h100")), spec)
+        return ReadOnlyHost(FakeHost(Fixture.load_fixture("el9-h100")), spec)
 
     monkeypatch.delenv("TRAINIMG_DEBUG", raising=False)
     targets = [Target("a", "boom"), Target("b", "fine")]

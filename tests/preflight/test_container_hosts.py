@@ -37,11 +37,11 @@ NO_DKMS = "el9-h100-no-dkms"  # el9-h100 with dkms uninstalled: a command missin
 
 def fixture_for(name: str) -> Fixture:
     if name == NO_DKMS:
-        fx = Fixture.load("el9-h100")
+        fx = Fixture.load_fixture("el9-h100")
         return dataclasses.replace(
             fx, name=NO_DKMS, recordings=[r for r in fx.recordings if r.argv[0] != "dkms"]
         )
-    return Fixture.load(name)
+    return Fixture.load_fixture(name)
 
 
 @pytest.fixture(scope="module")

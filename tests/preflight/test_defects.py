@@ -24,7 +24,7 @@ from tests.preflight.fakehost import FakeHost, Fixture
 
 
 def state_of(name: str) -> HostState:
-    return gather(ReadOnlyHost(FakeHost(Fixture.load(name)), name))
+    return gather(ReadOnlyHost(FakeHost(Fixture.load_fixture(name)), name))
 
 
 def require(text: str, cuda: str) -> img.ImageRecord:
@@ -36,7 +36,7 @@ def test_595_reports_cuda_13_2_and_a_cuda_13_1_image_runs(run_fixture: RunFixtur
     state = state_of("el9-l40s-r595-cuda13.2")
     ver = check_of(state, "driver.version")
     assert "CUDA 13.2 (nvidia-smi and the branch table agree)" in ver.finding
-    fake = FakeHost(Fixture.load("el9-l40s-r595-cuda13.2"))
+    fake = FakeHost(Fixture.load_fixture("el9-l40s-r595-cuda13.2"))
     ctx = Context(Plan(), TODAY, [require("cuda>=13.1", "13.1.0")], [], False)
     report = preflight_host(Target("h", "fake://h"), ctx, lambda _: ReadOnlyHost(fake, "h"))
     (row,) = report.rows

@@ -11,7 +11,7 @@ from tests.preflight.fakehost import FIXTURES, Fixture
 
 
 def rec(host: str, key: str) -> str:
-    fx = Fixture.load(host)
+    fx = Fixture.load_fixture(host)
     meta = fx.meta["probes"][key]
     return (FIXTURES / host / meta["file"]).read_text() if "file" in meta else str(meta["stdout"])
 
