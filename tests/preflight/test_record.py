@@ -75,20 +75,19 @@ def test_the_fixtures_directory_is_a_recorded_fleet(capsys: pytest.CaptureFixtur
     assert all(h["reachable"] for h in doc["hosts"])
 
 
-def test_recording_a_fixture_host_and_replaying_it_gives_the_same_report(tmp_path: Path) -> None:
-    for name in ("el9-h100", "el9-h100-reboot-pending", "el9-l40s-rtx5090-r565"):
-        fake = FakeHost(Fixture.load_fixture(name))
-        ctx = Context(Plan(DriverVersion("570.124.06")), TODAY, [], [], True, 20, tmp_path)
-        first = preflight_host(
-            Target(name, f"fake://{name}"), ctx, lambda _: ReadOnlyHost(fake, name)
-        )
-        replay = ReplayHost(Record.load(tmp_path / name))
-        ctx2 = Context(Plan(DriverVersion("570.124.06")), TODAY, [], [], True)
-        second = preflight_host(
-            Target(name, f"fake://{name}"), ctx2, lambda _: ReadOnlyHost(replay, name)
-        )
-        assert [c.as_json() for c in second.checks] == [c.as_json() for c in first.checks], name
-        assert len(replay.lines) == len(fake.lines)
+@pytest.mark.parametrize("name", ["el9-h100", "el9-h100-reboot-pending", "el9-l40s-rtx5090-r565"])
+def test_recording_a_fixture_host_and_replaying_it_gives_the_same_report(
+    tmp_path: Path, name: str
+) -> None:
+    fake = FakeHost(Fixture.load_fixture(name))
+    target = Target(name, f"fake://{name}")
+    ctx = Context(Plan(DriverVersion("570.124.06")), TODAY, [], [], True, 20, tmp_path)
+    first = preflight_host(target, ctx, lambda _: ReadOnlyHost(fake, name))
+    replay = ReplayHost(Record.load(tmp_path / name))
+    ctx2 = Context(Plan(DriverVersion("570.124.06")), TODAY, [], [], True)
+    second = preflight_host(target, ctx2, lambda _: ReadOnlyHost(replay, name))
+    assert [c.as_json() for c in second.checks] == [c.as_json() for c in first.checks]
+    assert len(replay.lines) == len(fake.lines)
 
 
 def test_a_broken_record_is_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
