@@ -58,7 +58,10 @@ class HostGpu:
     @property
     def datacenter(self) -> bool | None:
         """Eligible for forward compatibility; None when neither the catalogue nor the brand
-        says (a GeForce/TITAN brand is never eligible)."""
+        says (a GeForce/TITAN brand is never eligible). Select NGC Server Ready RTX SKUs are
+        eligible too (builder.rules.host FORWARD_COMPAT_RTX_SERVER_SKUS)."""
+        if host_rules.forward_compat_rtx_server(self.name):
+            return True
         if self.catalogue is not None:
             return self.catalogue.datacenter
         if self.libnvc_brand in ("geforce", "titan"):

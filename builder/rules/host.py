@@ -252,3 +252,20 @@ MEMORY_ERRORS_SOURCE = Source(
     "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html; "
     "https://docs.nvidia.com/deploy/dynamic-page-retirement/index.html"
 )
+
+# --- forward compatibility beyond data center boards -----------------------------------------
+# "Forward Compatibility is applicable only for systems with: NVIDIA Data Center GPUs; Select
+# NGC Server Ready SKUs of RTX cards; Jetson boards." The page names no SKU: the RTX PRO 6000
+# Blackwell Server Edition (a passively cooled server board) is taken as one; its Workstation
+# and Max-Q editions are not (name match is exact, case-insensitive, NVML's spelling).
+FORWARD_COMPAT_RTX_SERVER_SKUS = frozenset({"nvidia rtx pro 6000 blackwell server edition"})
+FORWARD_COMPAT_RTX_SOURCE = Source(
+    "https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html "
+    '("Select NGC Server Ready SKUs of RTX cards"; the SKU list is not on the page)',
+    False,
+)
+
+
+def forward_compat_rtx_server(name: str) -> bool:
+    """Is this NVML product name an NGC Server Ready RTX SKU (forward compatibility works)?"""
+    return name.strip().lower() in FORWARD_COMPAT_RTX_SERVER_SKUS

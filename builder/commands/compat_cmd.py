@@ -1,0 +1,102 @@
+"""`trainimg compat`: will this image run on that driver and GPU? No host needed: the same
+requirement evaluator and rules as `trainimg preflight` (docs/preflight.md).
+
+Exit codes: 0 ok, 3 runs only with caveats (forward/minor-version compatibility, unknown),
+1 broken, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+from builder.commands.common import shared_options, workspace
+from builder.commands.preflight_cmd import driver_argument
+from builder.errors import TrainimgError
+from builder.preflight import compat
+from builder.preflight import images as img
+from builder.preflight.parsers import podman_inspect
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "compat",
+        parents=[shared_options()],
+        help="will an image (or a cell, or a requirement) run on a driver and GPU? no host needed",
+        description=(
+            "Judge one image against a driver and a GPU without a host: its NVIDIA_REQUIRE_* "
+            "with libnvidia-container's semantics, forward and minor-version compatibility, "
+            "the GPU's minimum branch and open-module need, and the compiled arch list. "
+            "IMAGE is a matrix cell name, a tag of images/lock.json, or a local podman image. "
+            "Exit 0: runs; 3: runs with caveats; 1: broken; 2: bad input."
+        ),
+    )
+    p.add_argument("image", nargs="?", metavar="IMAGE|CELL", help="what to judge")
+    p.add_argument(
+        "--require",
+        metavar="STRING",
+        default=None,
+        help="judge this NVIDIA_REQUIRE_CUDA value instead of an image",
+    )
+    p.add_argument(
+        "--driver", type=driver_argument, required=True, metavar="VERSION", help="e.g. 570.124.06"
+    )
+    p.add_argument("--gpu", default=None, help="a GPU of builder/rules/gpus.py, e.g. h100, b200")
+    p.add_argument("--cc", default=None, help="a compute capability instead, e.g. 9.0")
+    p.add_argument("--brand", default=None, help="the NVML brand, e.g. GeForce, NVIDIA, Tesla")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+def _image(args: argparse.Namespace) -> img.ImageRecord:
+    if (args.image is None) == (args.require is None):
+        raise TrainimgError("compat: give IMAGE|CELL or --require STRING (one of them)")
+    if args.require is not None:
+        return img.ImageRecord(
+            "--require", "argument", (args.require,), "argument", None, None, None
+        )
+    name = args.image
+    try:
+        cells = img.from_workspace(workspace(args, strict=False))
+    except TrainimgError:
+        cells = []
+    for rec in cells:
+        if rec.cell == name or rec.name == name:
+            return rec
+    local = _local_image(name)
+    if local is not None:
+        return local
+    known = ", ".join(r.name for r in cells[:6]) + (", ..." if len(cells) > 6 else "")
+    raise TrainimgError(
+        f"compat: {name!r} is not a matrix cell ({known or 'no matrix'}) nor a local image"
+    )
+
+
+def _local_image(name: str) -> img.ImageRecord | None:
+    """A local image's environment and labels (`podman image inspect`, read-only)."""
+    podman = shutil.which("podman")
+    if podman is None:
+        return None
+    proc = subprocess.run(
+        [podman, "image", "inspect", "--", name], capture_output=True, text=True, timeout=60
+    )
+    if proc.returncode != 0:
+        return None
+    records, _ = img.from_local(podman_inspect(proc.stdout))
+    return records[0] if records else None
+
+
+def run(args: argparse.Namespace) -> int:
+    image = _image(args)
+    gpu = compat.describe_gpu(args.gpu, args.cc, args.brand)
+    result = compat.answer(image, args.driver, gpu)
+    if args.json:
+        json.dump(result.as_json(), sys.stdout, indent=2)
+        print()
+    else:
+        print(compat.render(result))
+    return result.exit_code

@@ -1,0 +1,90 @@
+"""`trainimg compat`: one image, one driver, one GPU, no host; the same evaluator as preflight."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from builder.cli import main
+from tests.preflight.conftest import REPO
+
+CELL = "rocky9-cu128-py3.12-torch2.11.0-runtime"
+
+
+def compat(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["compat", "--matrix", str(REPO / "matrix.yaml"), *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_requirement_on_595_is_judged_with_cuda_13_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = compat(capsys, "--require", "cuda>=13.1", "--driver", "595.71.05", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["verdict"]["status"] == "ok" and doc["cuda"] == "13.2"
+    assert doc["terms"] == [
+        {"requirement": "cuda>=13.1", "decided_by": "cuda>=13.1", "holds": True}
+    ]
+    code, out, _ = compat(capsys, "--require", "cuda>=13.1", "--driver", "580.65.06")
+    assert code == 1 and "unsatisfied condition: cuda>=13.1" in out
+
+
+def test_a_cell_on_geforce_and_on_a_data_center_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = compat(capsys, CELL, "--driver", "565.57.01", "--gpu", "rtx4090")
+    assert code == 1 and "verdict: broken" in out and "804" in out
+    code, out, _ = compat(capsys, CELL, "--driver", "565.57.01", "--gpu", "h100", "--json")
+    doc = json.loads(out)
+    assert code == 3 and doc["verdict"]["status"] == "fwd-compat"
+    (term,) = doc["terms"]
+    assert term["holds"] and term["decided_by"] == "brand=unknown,driver>=565,driver<566"
+    code, _, _ = compat(capsys, CELL, "--driver", "570.124.06", "--cc", "9.0")
+    assert code == 0
+
+
+def test_ngc_server_ready_rtx_gets_forward_compatibility_its_workstation_twin_does_not(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # a CUDA 12.9 image on R570 (CUDA 12.8) through a brand window: forward compatibility.
+    # libnvidia-container reports the "NVIDIA RTX" brand as Unknown.
+    req = "cuda>=12.9 brand=unknown,driver>=570,driver<571"
+    server = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    code, out, _ = compat(
+        capsys, "--require", req, "--driver", "570.124.06", "--gpu", server, "--brand",
+        "NVIDIA RTX", "--json",
+    )  # fmt: skip
+    doc = json.loads(out)
+    assert doc["verdict"]["status"] == "fwd-compat" and code == 3, doc
+    assert doc["gpu"]["libnvidia_container_brand"] == "unknown"
+    code, out, _ = compat(
+        capsys, "--require", req, "--driver", "570.124.06", "--gpu", "rtx-pro-6000", "--brand",
+        "NVIDIA RTX", "--json",
+    )  # fmt: skip
+    doc = json.loads(out)
+    assert code == 1 and any("804" in r for r in doc["verdict"]["reasons"]), doc
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--driver", "570.124.06"), "give IMAGE|CELL or --require"),
+        ((CELL, "--require", "cuda>=12.8", "--driver", "570.124.06"), "one of them"),
+        (("no-such-cell-or-image", "--driver", "570.124.06"), "is not a matrix cell"),
+        (("--require", "cuda>=12.8", "--driver", "570.124.06", "--gpu", "v100x"), "not a GPU"),
+        (("--require", "cuda>=12.8", "--driver", "570.124.06", "--cc", "nine"), "not a compute"),
+        (
+            ("--require", "cuda>=12.8", "--driver", "570.124.06", "--brand", "Tesla"),
+            "--brand needs",
+        ),
+    ],
+)
+def test_bad_input_is_exit_2(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], message: str
+) -> None:
+    code, out, err = compat(capsys, *args)
+    assert code == 2 and out == "" and message in err and "Traceback" not in err
+
+
+def test_a_bad_driver_is_an_argument_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        compat(capsys, "--require", "cuda>=12.8", "--driver", "0570.124.06")
+    assert exc.value.code == 2 and "not a driver version" in capsys.readouterr().err
