@@ -70,8 +70,9 @@ def render_host(report: HostReport, target: str | None, *, wide: bool = False) -
     width = 10_000 if wide else 100
     for c in report.checks:
         lines.append(f"  {c.severity!s:<5}  {c.id:<15}  {_cut(c.finding, width)}")
-        if c.remediation and c.severity in (WARN, BLOCK):
-            lines.append(f"  {'':<5}  {'':<15}  fix: {_cut(c.remediation, width)}")
+        if c.remediation:  # every remediation JSON carries, ok ones included ("note:")
+            label = "fix" if c.severity in (WARN, BLOCK) else "note"
+            lines.append(f"  {'':<5}  {'':<15}  {label}: {_cut(c.remediation, width)}")
     gpu_rows = [r for r in report.rows if r.image.gpu]
     judged = any(v.status != "no-driver" for r in gpu_rows for v in (r.now, r.after) if v)
     if gpu_rows and judged:

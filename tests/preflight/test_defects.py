@@ -184,3 +184,57 @@ def test_exit_codes_of_the_defect_fixtures(run_fixture: RunFixture) -> None:
         report, fake = run_fixture(name)
         assert exit_code([report]) == fake.fixture.expect["exit"], name
     assert isinstance(TODAY, dt.date)
+
+
+# --- item 9: the text report says what JSON says; MIG ------------------------------------------
+def test_the_text_report_carries_every_remediation_json_has(run_fixture: RunFixture) -> None:
+    from builder.preflight.report import as_json, render
+
+    report, _ = run_fixture("el9-h100", "570.124.06")
+    text = render([report], "570.124.06", wide=True)
+    for c in as_json([report], "570.124.06")["hosts"][0]["checks"]:
+        if c["remediation"]:
+            assert c["remediation"] in text, c["id"]
+    assert "upgrade it with the driver, in the same transaction, to exactly 570.124.06" in text
+
+
+def test_mig_enabled_gpus_are_reported_with_what_the_reload_does() -> None:
+    state = state_of("el9-h100")
+    assert state.smi_q is not None
+    gpus = tuple(
+        dataclasses.replace(g, mig_current="Enabled", mig_pending="Enabled")
+        for g in state.smi_q.gpus
+    )
+    state.smi_q = dataclasses.replace(state.smi_q, gpus=gpus)
+    mig = check_of(state, "gpu.mig", Plan(DriverVersion("570.124.06")))
+    assert mig.severity is WARN and "MIG is enabled on 8 of 8 GPU(s)" in mig.finding
+    assert "do not survive the driver reload" in mig.finding and "mig-parted" in mig.remediation
+    assert check_of(state, "gpu.mig").severity is OK  # without a plan it is a note
+
+
+PROC_MODULES = """\
+gdrdrv 24576 0 - Live 0x0000000000000000 (OE)
+nvidia_peermem 16384 0 - Live 0x0000000000000000 (POE)
+nvidia_uvm 1540096 0 - Live 0x0000000000000000 (POE)
+nvidia_drm 94208 0 - Live 0x0000000000000000 (POE)
+nvidia_modeset 1306624 1 nvidia_drm, Live 0x0000000000000000 (POE)
+nvidia 54718464 3 gdrdrv,nvidia_peermem,nvidia_uvm,nvidia_modeset, Live 0x0000000000000000 (POE)
+ib_core 462848 1 nvidia_peermem, Live 0x0000000000000000
+"""  # /proc/modules layout (proc(5): name size refcount users state address taint)
+
+
+def test_modules_that_pin_the_driver_are_named() -> None:
+    from builder.preflight import parsers
+
+    state = state_of("el9-h100")
+    state.modules = parsers.proc_modules(PROC_MODULES)
+    dep = check_of(state, "driver.dependents", Plan(DriverVersion("570.124.06")))
+    assert dep.severity is WARN
+    assert "gdrdrv: GDRCopy" in dep.finding and "nvidia_peermem" in dep.finding
+    assert "nvidia_uvm" not in dep.finding  # NVIDIA's own stack is not a dependent
+    state.modules = parsers.proc_modules(
+        "\n".join(line for line in PROC_MODULES.splitlines() if "gdrdrv " not in line).replace(
+            "gdrdrv,nvidia_peermem,", ""
+        )
+    )
+    assert check_of(state, "driver.dependents").severity is OK
