@@ -24,6 +24,7 @@ Podman's CDI path does not enforce any of this (compat-facts.md A.4), hence this
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -144,25 +145,37 @@ def parse(text: str, *, strict: bool = False) -> Requirement:
     """The terms and conditions of a requirement, exactly as dsl.c splits them. Malformed
     conditions are kept (with their error) and matter only if evaluated; `strict` raises
     RequirementSyntaxError on the first one, and on an empty requirement, instead (a lint for
-    requirements we write or verify ourselves)."""
-    terms = tuple(
-        Term(tuple(_condition(raw) for raw in piece.split(",") if raw))
-        for piece in text.split(" ")
-        if piece
-    )
-    req = Requirement(terms, text)
+    requirements we write or verify ourselves). The split is cached: a fleet judges the same
+    few requirements many times."""
+    req = _split(text)
     if strict:
-        if not any(t.conditions for t in terms):
-            raise RequirementSyntaxError(f"empty requirement: {text!r}")
-        for t in terms:
-            for c in t.conditions:
-                why = problem(c)
-                if why:
-                    raise RequirementSyntaxError(
-                        f"condition {c.raw!r} in {text!r}: {why} (libnvidia-container fails "
-                        "the container with 'invalid expression' when it evaluates it)"
-                    )
+        _lint(req, text)
     return req
+
+
+@functools.lru_cache(maxsize=1024)
+def _split(text: str) -> Requirement:
+    return Requirement(
+        tuple(
+            Term(tuple(_condition(raw) for raw in piece.split(",") if raw))
+            for piece in text.split(" ")
+            if piece
+        ),
+        text,
+    )
+
+
+def _lint(req: Requirement, text: str) -> None:
+    if not any(t.conditions for t in req.terms):
+        raise RequirementSyntaxError(f"empty requirement: {text!r}")
+    for t in req.terms:
+        for c in t.conditions:
+            why = problem(c)
+            if why:
+                raise RequirementSyntaxError(
+                    f"condition {c.raw!r} in {text!r}: {why} (libnvidia-container fails "
+                    "the container with 'invalid expression' when it evaluates it)"
+                )
 
 
 def problem(c: Condition) -> str:

@@ -16,6 +16,7 @@ preflight's command lines from a record exactly as the host did: recorded comman
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
 import shlex
 import shutil
@@ -29,6 +30,7 @@ import yaml
 from builder.errors import TrainimgError
 from builder.preflight import allowlist as al
 from builder.preflight.hostio import Output
+from builder.preflight.parsers import safe_load_yaml
 from builder.rules import host as host_rules
 
 UNRECORDED = 97  # the exit status of a recorded program asked something nobody recorded
@@ -96,7 +98,7 @@ class Record:
     def load(cls, root: Path, name: str | None = None) -> Record:
         path = root / RECORD_FILE
         try:
-            meta = yaml.safe_load(path.read_text())
+            meta = safe_load_yaml(path.read_text())
         except OSError as exc:
             raise RecordError(f"{path}: cannot read the record ({exc.strerror})") from None
         except yaml.YAMLError as exc:
@@ -128,17 +130,22 @@ class Record:
             )
         return cls(name or root.name, root, meta, recs)
 
-    @property
+    @functools.cached_property
     def files(self) -> dict[str, Path]:
         """Host path -> the record file holding its content."""
         base = self.root / "files"
         return {"/" + str(p.relative_to(base)): p for p in base.rglob("*") if p.is_file()}
 
-    @property
+    @functools.cached_property
     def exists(self) -> set[str]:
         return set(self.meta.get("exists") or []) | set(self.files)
 
-    @property
+    @functools.cached_property
+    def dirs(self) -> set[str]:
+        """Every directory above an existing path."""
+        return {str(parent) for p in self.exists for parent in Path(p).parents}
+
+    @functools.cached_property
     def programs(self) -> set[str]:
         return {r.argv[0] for r in self.recordings}
 
@@ -182,9 +189,7 @@ class ReplayHost:
         )
 
     def _ls(self, argv: tuple[str, ...]) -> Result:
-        exists = self.record.exists
-        dirs = {str(Path(p).parent) for p in exists}
-        dirs |= {str(parent) for p in exists for parent in Path(p).parents}
+        exists, dirs = self.record.exists, self.record.dirs
         if argv[1] == "-1":  # ls -1 -- DIR...: GNU ls sorts the operands, heads each one
             sections, err = [], ""
             for d in sorted(argv[3:]):

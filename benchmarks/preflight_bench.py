@@ -1,0 +1,115 @@
+"""Preflight speed: this machine end to end (target <= 2 s), and a 100-host recorded fleet
+judged offline with `--from` (target <= 10 s), both through the real CLI in a fresh process.
+
+The fleet is the test fixtures (tests/preflight/fixtures: recorded hosts) copied round-robin
+into 100 record directories, judged with the matrix's images and a target driver.
+Prints a table; it asserts nothing (speed targets live here, not in timed tests).
+Run: .venv/bin/python benchmarks/preflight_bench.py
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "tests" / "preflight" / "fixtures"
+RUNS = 3
+
+
+def timed(args: list[str]) -> tuple[float, int]:
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "builder.cli", "preflight", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return time.perf_counter() - start, proc.returncode
+
+
+def in_process(args: list[str]) -> tuple[float, int]:
+    """The same command inside this process (imports already paid): preflight's own time."""
+    import contextlib
+    import io
+
+    from builder.cli import main as cli
+
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = cli(["preflight", *args])
+    return time.perf_counter() - start, code
+
+
+def fleet(root: Path, n: int) -> None:
+    hosts = sorted(p for p in FIXTURES.iterdir() if (p / "fixture.yaml").is_file())
+    for i in range(n):
+        shutil.copytree(hosts[i % len(hosts)], root / f"host{i:03d}")
+
+
+def main() -> None:
+    sys.path.insert(0, str(REPO))
+    rows: list[tuple[str, str, float, float, str]] = []
+    local = [timed(["--json"]) for _ in range(RUNS)]
+    rows.append(
+        (
+            "this machine, CLI process (local://, matrix images)",
+            "1 host",
+            statistics.median(t for t, _ in local),
+            2.0,
+            f"exit {local[0][1]}",
+        )
+    )
+    warm = [in_process(["--json"]) for _ in range(RUNS)]
+    rows.append(
+        (
+            "this machine, in process (imports paid)",
+            "1 host",
+            statistics.median(t for t, _ in warm),
+            2.0,
+            f"exit {warm[0][1]}",
+        )
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "fleet"
+        root.mkdir()
+        fleet(root, 100)
+        args = ["--from", str(root), "--target-driver", "580.65.06", "--jobs", "8", "--json"]
+        runs = [timed(args) for _ in range(RUNS)]
+        rows.append(
+            (
+                "recorded fleet, CLI process (--from, --target-driver)",
+                "100 hosts",
+                statistics.median(t for t, _ in runs),
+                10.0,
+                f"exit {runs[0][1]}",
+            )
+        )
+        warm = [in_process(args) for _ in range(RUNS)]
+        rows.append(
+            (
+                "recorded fleet, in process",
+                "100 hosts",
+                statistics.median(t for t, _ in warm),
+                10.0,
+                f"exit {warm[0][1]}",
+            )
+        )
+    print(f"{'case':<58} {'hosts':>9} {'median s':>9} {'target s':>9} {'ok':>4}  result")
+    for case, hosts, secs, target, result in rows:
+        ok = "yes" if secs <= target else "NO"
+        print(f"{case:<58} {hosts:>9} {secs:>9.2f} {target:>9.1f} {ok:>4}  {result}")
+    print(
+        f"(median of {RUNS} runs each; CLI process = wall clock of a fresh `python -m "
+        "builder.cli preflight`, interpreter start-up and every command's imports included)"
+    )
+
+
+if __name__ == "__main__":
+    main()
