@@ -76,7 +76,7 @@ def _script(prog: str, recs: list[tuple[int, Recording]]) -> str:
             f"  {pattern}) /bin/cat {CONTAINER_HOME}/out/{n}.out; "
             f"/bin/cat {CONTAINER_HOME}/out/{n}.err >&2; exit {rec.rc} ;;"
         )
-    lines += ["esac", f'echo "fakehost: unrecorded: {prog} $*" >&2', f"exit {UNRECORDED}", ""]
+    lines += ["esac", f'echo "replay: unrecorded: {prog} $*" >&2', f"exit {UNRECORDED}", ""]
     return "\n".join(lines)
 
 
