@@ -106,4 +106,69 @@ def gpu_memory(state: HostState, plan: Plan, today: dt.date) -> Check:
     return Check(cid, OK, "no pending page retirement or row remapping", "", srcs)
 
 
-ADMIN_CHECKS = (driver_dependents, gpu_mig, gpu_memory)
+def gpu_xid(state: HostState, plan: Plan, today: dt.date) -> Check:
+    cid, srcs = "gpu.xid", (host_rules.XID_SOURCE,)
+    if state.xids is None:
+        out = state.out("xid")
+        why = out.why() if out is not None else "not asked"
+        return Check(cid, SKIP, f"cannot read this boot's kernel log ({why})", "", srcs)
+    if not state.xids:
+        return Check(cid, OK, "no Xid error in this boot's kernel log", "", srcs)
+    by_code: dict[int, list[str]] = {}
+    for x in state.xids:
+        by_code.setdefault(x.code, []).append(x.bus)
+    hardware = {c: b for c, b in by_code.items() if c in host_rules.XID_HARDWARE}
+    parts = [
+        f"Xid {c} x{len(b)} on {', '.join(sorted(set(b))[:3])}"
+        + (f" ({host_rules.XID_HARDWARE[c]})" if c in host_rules.XID_HARDWARE else "")
+        for c, b in sorted(by_code.items())
+    ]
+    return Check(
+        cid,
+        WARN,
+        f"{len(state.xids)} Xid event(s) this boot: " + "; ".join(parts),
+        (
+            "hardware or fabric faults: a driver upgrade does not fix them; run DCGM "
+            "diagnostics (dcgmi diag -r 3) and check the GPU before the upgrade"
+        )
+        if hardware
+        else "look the codes up in NVIDIA's Xid catalogue before the upgrade",
+        srcs,
+    )
+
+
+def driver_runfile(state: HostState, plan: Plan, today: dt.date) -> Check:
+    cid, srcs = "driver.runfile", (host_rules.RUNFILE_SOURCE,)
+    if not state.runfile:
+        return Check(cid, OK, "no runfile install found (no nvidia-uninstall)", "", srcs)
+    packaged = bool(state.rpm and state.rpm.installed.get("nvidia-driver"))
+    return Check(
+        cid,
+        WARN,
+        f"a runfile install is present ({', '.join(state.runfile)})"
+        + (
+            "; the driver is also installed from packages: the two overwrite each other"
+            if packaged
+            else ""
+        ),
+        "remove it with `nvidia-uninstall` before installing or upgrading the driver from packages",
+        srcs,
+    )
+
+
+def package_pins(state: HostState, plan: Plan, today: dt.date) -> Check:
+    cid, srcs = "packages.pins", (host_rules.DNF_PINS_SOURCE,)
+    if state.dnf_pins is None:
+        return Check(cid, SKIP, "not an EL host: dnf pins are not checked", "", srcs)
+    if not state.dnf_pins:
+        return Check(cid, OK, "no dnf versionlock or exclude holds NVIDIA packages", "", srcs)
+    return Check(
+        cid,
+        WARN if plan.target is None else BLOCK,
+        "NVIDIA packages are pinned: "
+        + "; ".join(state.dnf_pins[:6])
+        + (f" and {len(state.dnf_pins) - 6} more" if len(state.dnf_pins) > 6 else ""),
+        "dnf versionlock delete the NVIDIA entries (or drop them from exclude=) for the upgrade, "
+        "and pin the new version after it",
+        srcs,
+    )

@@ -39,6 +39,8 @@ READABLE: tuple[re.Pattern[str], ...] = (
     _path(r"/sys/module/nvidia/version"),
     _path(r"/proc/cmdline"),
     _path(r"/proc/modules"),
+    _path(r"/etc/dnf/dnf\.conf"),
+    _path(r"/etc/dnf/plugins/versionlock\.list"),
     _path(r"/(etc|usr/lib|run)/modprobe\.d/[A-Za-z0-9_.@+-]+\.conf"),
     _path(r"/(etc|var/run)/cdi/[A-Za-z0-9_.@+-]+\.(yaml|yml|json)"),
 )
@@ -65,6 +67,7 @@ UNITS = frozenset(
     {host_rules.PERSISTENCED_UNIT, host_rules.FABRICMANAGER_UNIT, host_rules.CDI_REFRESH_UNIT}
 )
 SYSTEMD_PROPERTIES = "Id,LoadState,ActiveState,UnitFileState"
+XID_PATTERN = "NVRM: Xid"
 _IMAGE_ID = re.compile(r"[0-9a-f]{12,64}")
 
 
@@ -157,6 +160,11 @@ ALLOWED: tuple[Shape, ...] = (
     Shape("podman", ("images", "--format", "json"), why="lists local images"),
     Shape("podman", ("image", "inspect"), _IMAGE_ID, 1, 100, why="prints image metadata"),
     Shape("getenforce", why="prints the SELinux mode"),
+    Shape(
+        "journalctl",
+        ("-k", "-b", "--no-pager", "-q", "-o", "short-monotonic", f"--grep={XID_PATTERN}"),
+        why="prints this boot's kernel messages that report an Xid",
+    ),
     Shape(
         "lspci",
         ("-nnk", "-d", "10de:"),

@@ -1058,6 +1058,9 @@ CHECKS: tuple[tuple[str, Callable[[HostState, Plan, dt.date], Check]], ...] = (
     ("driver.dependents", admin_checks.driver_dependents),
     ("gpu.mig", admin_checks.gpu_mig),
     ("gpu.memory", admin_checks.gpu_memory),
+    ("gpu.xid", admin_checks.gpu_xid),
+    ("driver.runfile", admin_checks.driver_runfile),
+    ("packages.pins", admin_checks.package_pins),
 )
 
 # Every id a host report can carry (reachability, the checks above, the image impact).
@@ -1086,6 +1089,9 @@ STEP_OF: dict[str, tuple[str, ...]] = {
     "driver.dependents": ("driver",),
     "gpu.mig": ("driver",),
     "gpu.memory": ("driver",),
+    "gpu.xid": ("admin",),
+    "driver.runfile": ("admin", "packages"),
+    "packages.pins": ("admin",),
 }
 
 

@@ -121,6 +121,9 @@ class HostState:
     disk: list[parsers.DiskFree] = field(default_factory=list)
     images: list[parsers.LocalImage] = field(default_factory=list)
     listing: dict[str, list[str]] = field(default_factory=dict)  # modprobe.d and CDI dirs
+    xids: list[parsers.Xid] | None = None  # None: the kernel log could not be read
+    runfile: list[str] = field(default_factory=list)  # a runfile install's traces that exist
+    dnf_pins: list[str] | None = None  # None: not an EL host
     errors: dict[str, str] = field(default_factory=dict)  # gather step -> its exception
 
     def out(self, probe: str) -> Output | None:
@@ -345,6 +348,25 @@ def _container(host: ReadOnlyHost, state: HostState) -> None:
     state.selinux = parsers.getenforce(o["getenforce"].stdout) if o["getenforce"].ok else None
 
 
+def _admin(host: ReadOnlyHost, state: HostState) -> None:
+    """Xid errors of this boot, a runfile install's traces, dnf pins on NVIDIA packages."""
+    o = state.outputs
+    o["xid"] = host.run(
+        "journalctl", "-k", "-b", "--no-pager", "-q", "-o", "short-monotonic",
+        f"--grep={allowlist.XID_PATTERN}",
+    )  # fmt: skip
+    # journalctl --grep exits 1 when nothing matches
+    state.xids = parsers.xid_events(o["xid"].stdout) if o["xid"].rc in (0, 1) else None
+    found, o["runfile"] = _exists(host, list(host_rules.RUNFILE_MARKERS))
+    state.runfile = sorted(found)
+    if state.family == "el":
+        texts = []
+        for path in (host_rules.DNF_VERSIONLOCK, host_rules.DNF_CONF):
+            out = o[f"cat {path}"] = host.read(path)
+            texts.append(out.stdout if out.ok else "")
+        state.dnf_pins = parsers.dnf_pins(texts[0], texts[1], host_rules.NVIDIA_PACKAGE_PREFIXES)
+
+
 def _disk_step(host: ReadOnlyHost, state: HostState) -> None:
     state.disk = _disk(host, state)
 
@@ -361,6 +383,7 @@ STEPS: tuple[tuple[str, Step], ...] = (
     ("container", _container),
     ("cdi", lambda host, state: _cdi(host, state, state.listing)),
     ("disk", _disk_step),
+    ("admin", _admin),
     ("images", lambda host, state: _images(host, state)),
 )
 

@@ -663,3 +663,43 @@ def podman_inspect(text: str) -> list[LocalImage]:
             )
         )
     return out
+
+
+@dataclass(frozen=True)
+class Xid:
+    bus: str
+    code: int
+    text: str
+
+
+def xid_events(text: str) -> list[Xid]:
+    """Kernel log lines "NVRM: Xid (PCI:0000:18:00): 79, pid=..., GPU has fallen off the bus."."""
+    out = []
+    for line in text.splitlines():
+        m = re.search(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+),?\s*(.*)", line)
+        if m:
+            out.append(Xid(m[1].lower(), int(m[2]), m[3].strip()))
+    return out
+
+
+def dnf_pins(versionlock: str, dnf_conf: str, prefixes: tuple[str, ...]) -> list[str]:
+    """NVIDIA packages pinned by the versionlock list (NEVRA lines, `!` excludes) or by
+    `exclude=`/`excludepkgs=` in dnf.conf's [main]."""
+    pins = []
+    for raw in versionlock.splitlines():
+        line = raw.strip().lstrip("!")
+        name = re.sub(r"^\d+:", "", line)
+        if line and not raw.strip().startswith("#") and name.startswith(prefixes):
+            pins.append(f"versionlock: {raw.strip()}")
+    section = ""
+    for raw in dnf_conf.splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            section = line.strip("[]").strip()
+            continue
+        key, sep, value = line.partition("=")
+        if sep and section == "main" and key.strip() in ("exclude", "excludepkgs"):
+            for word in re.split(r"[,\s]+", value.strip()):
+                if word and word.lstrip("*").startswith(prefixes):
+                    pins.append(f"dnf.conf exclude={word}")
+    return pins

@@ -269,3 +269,42 @@ FORWARD_COMPAT_RTX_SOURCE = Source(
 def forward_compat_rtx_server(name: str) -> bool:
     """Is this NVML product name an NGC Server Ready RTX SKU (forward compatibility works)?"""
     return name.strip().lower() in FORWARD_COMPAT_RTX_SERVER_SKUS
+
+
+# --- Xid errors, runfile installs, package pins ----------------------------------------------
+# The driver logs GPU faults as "NVRM: Xid (PCI:0000:18:00): 79, pid=..., ..." in the kernel
+# log. These codes point at hardware or fabric faults a driver upgrade does not fix.
+XID_SOURCE = Source("https://docs.nvidia.com/deploy/xid-errors/index.html")
+XID_HARDWARE: dict[int, str] = {
+    48: "double-bit ECC error",
+    63: "ECC page retirement or row remapping event",
+    64: "ECC page retirement or row remapper recording failure",
+    74: "NVLink error",
+    79: "GPU has fallen off the bus",
+    92: "high single-bit ECC error rate",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+    119: "GSP RPC timeout",
+    120: "GSP error",
+}
+# A runfile install leaves nvidia-uninstall behind; NVIDIA's guide: remove it before
+# installing the driver from packages (the two fight over the same files).
+RUNFILE_MARKERS = ("/usr/bin/nvidia-uninstall", "/var/log/nvidia-installer.log")
+RUNFILE_SOURCE = Source(
+    "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/ "
+    "(runfile and package installs must not be mixed)",
+    False,
+)
+# dnf pins: the versionlock plugin's list and `exclude=` in dnf.conf keep the driver where it is.
+DNF_CONF = "/etc/dnf/dnf.conf"
+DNF_VERSIONLOCK = "/etc/dnf/plugins/versionlock.list"
+NVIDIA_PACKAGE_PREFIXES = (
+    "nvidia",
+    "kmod-nvidia",
+    "cuda-drivers",
+    "libnvidia",
+    "xorg-x11-drv-nvidia",
+)
+DNF_PINS_SOURCE = Source(
+    "https://dnf-plugins-core.readthedocs.io/en/latest/versionlock.html; dnf.conf(5) excludepkgs"
+)

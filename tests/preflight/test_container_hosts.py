@@ -35,7 +35,12 @@ pytestmark = [pytest.mark.engine, pytest.mark.slow]
 NO_DKMS = "el9-h100-no-dkms"  # el9-h100 with dkms uninstalled: a command missing on a host
 # Fixtures derived from another one by changing content only (versions, one file) are judged
 # in memory; a container each would add start-up time and prove nothing new about transport.
-DERIVED = {"el9-l40s-r595-cuda13.2", "el9-l40s-rtx5090-r565", "el9-l40s-cdi-args-scalar"}
+DERIVED = {
+    "el9-l40s-r595-cuda13.2",
+    "el9-l40s-rtx5090-r565",
+    "el9-l40s-cdi-args-scalar",
+    "el9-h100-xid-pinned",
+}
 CONTAINER_HOSTS = [h for h in HOSTS if h not in DERIVED]
 
 

@@ -240,3 +240,23 @@ def test_modules_that_pin_the_driver_are_named() -> None:
         ).replace("gdrdrv,nvidia_peermem,", "")
     )
     assert check_of(state, "driver.dependents").severity is OK
+
+
+def test_xid_runfile_and_dnf_pins(run_fixture: RunFixture) -> None:
+    report, _ = run_fixture("el9-h100-xid-pinned", "580.65.06")
+    xid = check(report, "gpu.xid")
+    assert (
+        xid.severity is WARN
+        and "Xid 79 x1 on 0000:9a:00 (GPU has fallen off the bus)" in xid.finding
+    )
+    assert "dcgmi diag" in xid.remediation
+    run = check(report, "driver.runfile")
+    assert run.severity is WARN and "/usr/bin/nvidia-uninstall" in run.finding
+    assert "also installed from packages" in run.finding and "nvidia-uninstall" in run.remediation
+    pins = check(report, "packages.pins")
+    assert pins.severity is BLOCK  # with a target the lock stops the upgrade
+    assert "nvidia-driver-3:550.144.03-1.el9.*" in pins.finding and "podman" not in pins.finding
+    assert "versionlock delete" in pins.remediation
+    clean, _ = run_fixture("el9-h100")
+    assert check(clean, "gpu.xid").severity.value == "skip"  # no journalctl recorded there
+    assert check(clean, "packages.pins").severity is OK
