@@ -63,12 +63,16 @@ def register(sub: Any) -> None:
         parents=[shared_options()],
         help="read-only host checks before an NVIDIA driver upgrade, and its impact on every image",
         description=(
-            "Inspect GPU hosts before a driver change, without changing them: OS and kernels, "
-            "kernel-devel and DKMS, the driver and its kernel module, GPUs, Secure Boot, nouveau, "
-            "persistenced, fabric manager, the container toolkit and CDI spec, podman, SELinux, "
-            "GPU processes and free disk. With --target-driver, judge every image (matrix cells, "
-            "images/lock.json, the host's podman images) on the current and the target driver. "
-            "Exit 0: all ok; 1: something blocks; 3: warnings only; 2: bad input."
+            "Inspect GPU hosts before a driver change, without changing them: OS (family from "
+            "/etc/os-release) and kernels, kernel-devel and DKMS, the driver (loaded vs "
+            "installed: reboot pending; the CUDA version it reports; NVIDIA's end of life), its "
+            "kernel module, GPUs (lspci and NVML), Secure Boot, nouveau, persistenced, fabric "
+            "manager, the container toolkit and CDI spec, podman, SELinux, GPU processes, free "
+            "disk, modules that pin the driver, MIG, pending memory repairs, Xid errors, a "
+            "runfile install and dnf pins. With --target-driver, judge every image (matrix "
+            "cells, images/lock.json, the host's podman images) on the current and the target "
+            "driver. --record DIR keeps what the hosts returned; --from DIR judges such records "
+            "offline. Exit 0: all ok; 1: something blocks; 3: warnings only; 2: bad input."
         ),
     )
     p.add_argument(
