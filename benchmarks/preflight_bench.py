@@ -20,6 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "preflight" / "fixtures"
 RUNS = 3
+Row = tuple[str, str, float, float, str]
 
 
 def timed(args: list[str]) -> tuple[float, int]:
@@ -53,54 +54,25 @@ def fleet(root: Path, n: int) -> None:
         shutil.copytree(hosts[i % len(hosts)], root / f"host{i:03d}")
 
 
+def measure(case: str, hosts: str, args: list[str], target: float) -> list[Row]:
+    """The CLI in a fresh process, then in this one (imports paid): median of RUNS each."""
+    rows = []
+    for how, run in (("CLI process", timed), ("in process", in_process)):
+        runs = [run(args) for _ in range(RUNS)]
+        secs = statistics.median(t for t, _ in runs)
+        rows.append((f"{case}, {how}", hosts, secs, target, f"exit {runs[0][1]}"))
+    return rows
+
+
 def main() -> None:
     sys.path.insert(0, str(REPO))
-    rows: list[tuple[str, str, float, float, str]] = []
-    local = [timed(["--json"]) for _ in range(RUNS)]
-    rows.append(
-        (
-            "this machine, CLI process (local://, matrix images)",
-            "1 host",
-            statistics.median(t for t, _ in local),
-            2.0,
-            f"exit {local[0][1]}",
-        )
-    )
-    warm = [in_process(["--json"]) for _ in range(RUNS)]
-    rows.append(
-        (
-            "this machine, in process (imports paid)",
-            "1 host",
-            statistics.median(t for t, _ in warm),
-            2.0,
-            f"exit {warm[0][1]}",
-        )
-    )
+    rows = measure("this machine (local://, matrix images)", "1 host", ["--json"], 2.0)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "fleet"
         root.mkdir()
         fleet(root, 100)
         args = ["--from", str(root), "--target-driver", "580.65.06", "--jobs", "8", "--json"]
-        runs = [timed(args) for _ in range(RUNS)]
-        rows.append(
-            (
-                "recorded fleet, CLI process (--from, --target-driver)",
-                "100 hosts",
-                statistics.median(t for t, _ in runs),
-                10.0,
-                f"exit {runs[0][1]}",
-            )
-        )
-        warm = [in_process(args) for _ in range(RUNS)]
-        rows.append(
-            (
-                "recorded fleet, in process",
-                "100 hosts",
-                statistics.median(t for t, _ in warm),
-                10.0,
-                f"exit {warm[0][1]}",
-            )
-        )
+        rows += measure("recorded fleet (--from, --target-driver)", "100 hosts", args, 10.0)
     print(f"{'case':<58} {'hosts':>9} {'median s':>9} {'target s':>9} {'ok':>4}  result")
     for case, hosts, secs, target, result in rows:
         ok = "yes" if secs <= target else "NO"
