@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from builder.commands.common import shared_options, workspace
-from builder.commands.preflight_cmd import driver_argument
+from builder.commands.preflight_cmd import LOCK, driver_argument
 from builder.errors import TrainimgError
 from builder.preflight import compat
 from builder.preflight import images as img
@@ -61,11 +61,13 @@ def _image(args: argparse.Namespace) -> img.ImageRecord:
         )
     name = args.image
     try:
-        cells = img.from_workspace(workspace(args, strict=False))
+        ws = workspace(args, strict=False)
+        cells = img.from_workspace(ws)
+        lock, _ = img.from_lock(ws.root / LOCK) if (ws.root / LOCK).is_file() else ([], [])
     except TrainimgError:
-        cells = []
-    for rec in cells:
-        if rec.cell == name or rec.name == name:
+        cells, lock = [], []
+    for rec in img.merge(cells, lock):
+        if name in (rec.cell, rec.name):
             return rec
     local = _local_image(name)
     if local is not None:

@@ -88,3 +88,26 @@ def test_a_bad_driver_is_an_argument_error(capsys: pytest.CaptureFixture[str]) -
     with pytest.raises(SystemExit) as exc:
         compat(capsys, "--require", "cuda>=12.8", "--driver", "0570.124.06")
     assert exc.value.code == 2 and "not a driver version" in capsys.readouterr().err
+
+
+def test_a_tag_of_images_lock_json_is_an_image(
+    capsys: pytest.CaptureFixture[str], tmp_path: object
+) -> None:
+    import shutil
+    from pathlib import Path
+
+    root = Path(str(tmp_path))
+    shutil.copy(REPO / "matrix.yaml", root / "matrix.yaml")
+    (root / "images").mkdir()
+    record = {
+        "tags": ["localhost/trainimg:cu128"],
+        "cuda": "12.8.1",
+        "labels": {"io.trainimg.cuda.arch-list": "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"},
+    }
+    lock = {"schema": 1, "cells": {CELL: record}}
+    (root / "images" / "lock.json").write_text(json.dumps(lock))
+    code = main(["compat", "--matrix", str(root / "matrix.yaml"), "localhost/trainimg:cu128",
+                 "--driver", "570.124.06", "--gpu", "b200", "--json"])  # fmt: skip
+    doc = json.loads(capsys.readouterr()[0])
+    assert code == 0 and doc["image"]["image"] == "localhost/trainimg:cu128"
+    assert doc["image"]["source"] == "matrix+lock" and doc["verdict"]["status"] == "ok"
