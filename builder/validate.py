@@ -42,7 +42,7 @@ PACKAGE_VERSION = _p(
 # EL9 build (the package is 2:4.9-<release>), and hadolint DL3041 counts a glob as unpinned.
 RPM_VERSION = _p(
     "rpm version (VERSION or [EPOCH:]VERSION-RELEASE, no globs)",
-    r"([0-9]+:)?[0-9][A-Za-z0-9._+~^]*(-[A-Za-z0-9][A-Za-z0-9._+~^]*)?",
+    r"([0-9]+:)?[0-9][A-Za-z0-9._+]*(-[A-Za-z0-9][A-Za-z0-9._+]*)?",
     "2:4.9-15.el9",
 )
 # rpm / deb / pip package names.

@@ -160,7 +160,9 @@ def _os(r: Reader, key: str, value: Any) -> m.OsSpec:
         name = r.text(p["package"], f"{pkp}.package", v.PACKAGE)
         python[ver] = m.Pin(
             name,
-            "" if version is None else _package_version(r, version, f"{pkp}.version", pattern, name),
+            ""
+            if version is None
+            else _package_version(r, version, f"{pkp}.version", pattern, name),
         )
     gcc: dict[str, tuple[m.Pin, ...]] = {}
     for major, spec in r.mapping(d.get("gcc", {}), f"{kp}.gcc", open_keys=True).items():
@@ -219,8 +221,16 @@ def _cuda(r: Reader, key: str, value: Any) -> m.CudaSpec:
     for family, spec in r.mapping(value, kp, (), ("el9", "debian")).items():
         fkp = keypath_join(kp, family)
         d = r.mapping(spec, fkp, ("repo", "gpgkey", "gpgkey_sha256", "runtime"), ("devel",))
+        repo = r.text(d["repo"], f"{fkp}.repo", v.URL)
+        if repo.endswith(".repo"):
+            r.fail(
+                f"{fkp}.repo",
+                f"{repo!r} is a .repo file: give the repository's base URL (e.g. "
+                "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64); "
+                "the template writes the .repo file itself, gpgcheck=1 with the local key",
+            )
         repos[family] = m.CudaRepo(
-            repo=r.text(d["repo"], f"{fkp}.repo", v.URL),
+            repo=repo,
             gpgkey=r.text(d["gpgkey"], f"{fkp}.gpgkey", v.URL),
             gpgkey_sha256=r.text(d["gpgkey_sha256"], f"{fkp}.gpgkey_sha256", v.SHA256),
             runtime=_pins(r, d["runtime"], f"{fkp}.runtime", version_pattern(family)),
