@@ -158,6 +158,12 @@ def _os(r: Reader, key: str, value: Any) -> m.OsSpec:
         p = r.mapping(pin, pkp, ("package",), ("version",))
         version = p.get("version")
         name = r.text(p["package"], f"{pkp}.package", v.PACKAGE)
+        if version is None and pattern is v.RPM_VERSION:
+            r.fail(
+                pkp,
+                f"missing required key 'version': dnf installs {name} on EL9, pinned "
+                "(VERSION or [EPOCH:]VERSION-RELEASE, e.g. '3.12.12')",
+            )
         python[ver] = m.Pin(
             name,
             ""
@@ -169,9 +175,21 @@ def _os(r: Reader, key: str, value: Any) -> m.OsSpec:
         gkp = keypath_join(f"{kp}.gcc", major)
         r.text(major, gkp, v.GCC)
         gcc[major] = _pins(r, spec, gkp, pattern)
+    distro = DISTROS[distro_key]
+    devel_repos: list[str] = []
+    for i, item in enumerate(r.seq(d.get("devel_repos", []), f"{kp}.devel_repos", non_empty=False)):
+        ikp = keypath_join(f"{kp}.devel_repos", i)
+        repo = r.text(item, ikp, v.KEY)
+        if repo not in distro.optional_repos:
+            r.fail(
+                ikp,
+                f"{repo!r} is not a disabled repository of {distro.name} that an install may "
+                f"enable (known: {', '.join(distro.optional_repos) or 'none'})",
+            )
+        devel_repos.append(repo)
     return m.OsSpec(
         key=key,
-        distro=DISTROS[distro_key],
+        distro=distro,
         base=base,
         digest=digest,
         local=local,
@@ -179,12 +197,7 @@ def _os(r: Reader, key: str, value: Any) -> m.OsSpec:
         gcc=gcc,
         packages=_pins(r, d.get("packages"), f"{kp}.packages", pattern),
         devel_packages=_pins(r, d.get("devel_packages"), f"{kp}.devel_packages", pattern),
-        devel_repos=tuple(
-            r.text(repo, keypath_join(f"{kp}.devel_repos", i), v.KEY)
-            for i, repo in enumerate(
-                r.seq(d.get("devel_repos", []), f"{kp}.devel_repos", non_empty=False)
-            )
-        ),
+        devel_repos=tuple(devel_repos),
     )
 
 
