@@ -86,9 +86,6 @@ def context(cell: Cell, project: Project) -> dict[str, Any]:
     py = cell.os.python.get(cell.python)
     os_pins = [py] if py is not None and (py.version or cell.os.family == "el9") else []
     os_pins += list(cell.os.packages)
-    # The cell's compiler goes into every flavour: torch.compile (Inductor, Triton's launcher)
-    # builds C/C++ at run time.
-    os_pins += list(cell.os.gcc.get(cell.gcc, ()))
     repo = cell.cuda.repos.get(cell.os.family) if cell.cuda else None
     devel: list[Pin] = []
     if cell.flavour == "devel":
@@ -104,10 +101,11 @@ def context(cell: Cell, project: Project) -> dict[str, Any]:
         "pinned": bool(cell.os.digest or cell.os.local),
         "os_pins": os_pins,
         "cuda_repo": repo,
+        "devel_repos": list(cell.os.devel_repos) if cell.flavour == "devel" else [],
         "cuda_version": str(cell.cuda.version) if cell.cuda else "",
         "cuda_minor": cuda_rules.minor(cell.cuda.version) if cell.cuda else "",
         "devel_pins": devel,
-        "devel_repos": list(cell.os.devel_repos) if cell.flavour == "devel" else [],
+        "gcc_pins": cell.os.gcc.get(cell.gcc, ()),
         "python_bin": f"python{cell.python}",
         "venv": VENV,
         "pip_index": torch_builds.CU128_INDEX if cell.cuda else torch_builds.CPU_INDEX,
