@@ -52,6 +52,9 @@ def env(cell: Cell) -> dict[str, str]:
             cuda_home = f"/usr/local/cuda-{cuda_rules.minor(cell.cuda.version)}"
             out["PATH"] = f"{VENV}/bin:{cuda_home}/bin:" + out["PATH"].split(":", 1)[1]
             out["CUDA_HOME"] = cuda_home
+            # libcuda.so's link-time stub, as NVIDIA's devel images set it: an extension links
+            # against it where no driver is installed (the build host, CI).
+            out["LIBRARY_PATH"] = f"{cuda_home}/lib64/stubs"
         out |= {
             "CUDA_VERSION": str(cell.cuda.version),
             "NVIDIA_VISIBLE_DEVICES": "all",
@@ -120,6 +123,8 @@ def content_hash(cell: Cell, project: Project) -> str:
             else None,
             "gcc": [[p.name, p.version] for p in cell.os.gcc.get(cell.gcc, ())],
             "packages": [[p.name, p.version] for p in cell.os.packages],
+            "devel": [[p.name, p.version] for p in cell.os.devel_packages],
+            "devel_repos": list(cell.os.devel_repos),
         },
         "cuda": (
             {

@@ -89,7 +89,7 @@ def context(cell: Cell, project: Project) -> dict[str, Any]:
     repo = cell.cuda.repos.get(cell.os.family) if cell.cuda else None
     devel: list[Pin] = []
     if cell.flavour == "devel":
-        devel += cell.os.gcc.get(cell.gcc, ())
+        devel += cell.os.devel_packages
         devel += repo.devel if repo else ()
     labels_ = labels(cell, project)
     labels_[f"{PREFIX}.cell.hash"] = cell.content_hash
@@ -101,9 +101,11 @@ def context(cell: Cell, project: Project) -> dict[str, Any]:
         "pinned": bool(cell.os.digest or cell.os.local),
         "os_pins": os_pins,
         "cuda_repo": repo,
+        "devel_repos": list(cell.os.devel_repos) if cell.flavour == "devel" else [],
         "cuda_version": str(cell.cuda.version) if cell.cuda else "",
         "cuda_minor": cuda_rules.minor(cell.cuda.version) if cell.cuda else "",
         "devel_pins": devel,
+        "gcc_pins": cell.os.gcc.get(cell.gcc, ()),
         "python_bin": f"python{cell.python}",
         "venv": VENV,
         "pip_index": torch_builds.CU128_INDEX if cell.cuda else torch_builds.CPU_INDEX,

@@ -31,11 +31,19 @@ KEY = _p("key", r"[a-z0-9][a-z0-9._-]{0,62}", "rocky9")
 VERSION = _p("version", r"[0-9]+(\.[0-9]+){0,3}(\+[a-z0-9]+(\.[a-z0-9]+)*)?", "2.9.1+cu128")
 # An NVIDIA driver version: branch.minor[.patch], zero padding kept (570.124.06).
 DRIVER_VERSION = _p("driver version", r"[0-9]{3}(\.[0-9]{1,4}){1,2}", "570.124.06")
-# An rpm/deb version string: version[-release], epoch allowed; `.*` pins a series.
+# A deb version string: version[-revision], epoch allowed; `.*` pins a series (apt matches it).
 PACKAGE_VERSION = _p(
     "package version",
     r"([0-9]+:)?[0-9][A-Za-z0-9.+~_]*(-[A-Za-z0-9.+~_]+)?(\.\*)?",
     "11.5.0-5.el9",
+)
+# An rpm version as dnf matches it in `name-VERSION` (every release of that upstream version)
+# or `name-[EPOCH:]VERSION-RELEASE` (one build). No globs: `shadow-utils-4.9.*` matches no
+# EL9 build (the package is 2:4.9-<release>), and hadolint DL3041 counts a glob as unpinned.
+RPM_VERSION = _p(
+    "rpm version (VERSION or [EPOCH:]VERSION-RELEASE, no globs)",
+    r"([0-9]+:)?[0-9][A-Za-z0-9._+]*(-[A-Za-z0-9][A-Za-z0-9._+]*)?",
+    "2:4.9-15.el9",
 )
 # rpm / deb / pip package names.
 PACKAGE = _p("package name", r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}", "cuda-compat-12-8")

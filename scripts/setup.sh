@@ -6,14 +6,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-for tool in podman buildah runc debootstrap; do
+# dnf, rpmbuild, createrepo_c (packages dnf, rpm, createrepo-c): tests/el9 resolves every EL9
+# package spec with dnf 4.14 / libdnf 0.69, the versions EL9 ships.
+for tool in podman buildah runc debootstrap dnf rpmbuild createrepo_c; do
     command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
 done
 if ((${#need_apt[@]})); then
     echo "setup: installing ${need_apt[*]} from Debian" >&2
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq podman buildah runc debootstrap >/dev/null
+    apt-get install -y -qq podman buildah runc debootstrap dnf rpm createrepo-c >/dev/null
 fi
 
 if [ ! -x .venv/bin/python ]; then

@@ -30,8 +30,7 @@ def _yaml_str(text: str) -> str:
         ("oses.rocky9.packages.shadow-utils", "shadow-utils: 4.9-12.el9", "shadow-utils: {}", "4"),
         (
             "cuda.12.8.1.el9.repo",
-            "repo: https://developer.download.nvidia.com/compute/cuda/repos/"
-            "rhel9/x86_64/cuda-rhel9.repo",
+            "repo: https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64",
             "repo: {}",
             "https://example.org/",
         ),
@@ -71,6 +70,7 @@ def test_unknown_keys_are_rejected_anywhere() -> None:
 SHELL_META = re.compile(r"[;&|$`'\"\\<>(){}\s*?!#~]")
 PATTERNS = [
     v.VERSION,
+    v.RPM_VERSION,
     v.PACKAGE,
     v.IMAGE_REF,
     v.DIGEST,

@@ -79,10 +79,17 @@ def test_structure(cell: object) -> None:
     else:
         assert "NVIDIA_" not in text
         assert "apt-get" not in text and "dnf" not in text  # air-gapped: no package manager
+    compiler = cell.os.gcc.get(cell.gcc, ())
+    if cell.os.family == "el9":  # every flavour: torch.compile builds C/C++ at run time
+        for pin in (*compiler, cell.os.python[cell.python]):
+            assert f"'{pin.name}-{pin.version}'" in text
+        assert f"'python{cell.python}-devel-" in text
+    if not compiler:
+        assert "gcc" not in text.lower().replace("gcc_", "")
     if cell.flavour == "devel":
         assert "'gcc-11.5.0-5.el9'" in text and want[f"{PREFIX}.gcc.version"] == "11"
-    else:
-        assert "gcc" not in text.lower().replace("gcc_", "")
+        if cell.cuda:
+            assert 'ENV LIBRARY_PATH="/usr/local/cuda-12.8/lib64/stubs"' in text
 
 
 def test_unpinned_base_is_warned_and_labelled() -> None:

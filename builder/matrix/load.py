@@ -105,23 +105,45 @@ def _pins(r: Reader, value: Any, kp: str, pattern: v.Pattern) -> tuple[m.Pin, ..
     if value is None:
         return ()
     d = r.mapping(value, kp, open_keys=True)
-    return tuple(
-        m.Pin(
-            r.text(name, keypath_join(kp, name), v.PACKAGE),
-            r.text(version, keypath_join(kp, name), pattern),
+    pins = []
+    for key, version in d.items():
+        name = r.text(key, keypath_join(kp, key), v.PACKAGE)
+        pins.append(m.Pin(name, _package_version(r, version, keypath_join(kp, key), pattern, name)))
+    return tuple(pins)
+
+
+def _package_version(r: Reader, value: Any, kp: str, pattern: v.Pattern, name: str) -> str:
+    """A package's version; for rpm, first the glob that dnf would match against nothing."""
+    if pattern is v.RPM_VERSION and isinstance(value, str) and any(c in value for c in "*?["):
+        r.fail(
+            kp,
+            f"{value!r} is a glob: dnf matches '{name}-{value}' against whole versions, so a "
+            "series glob can miss every build (shadow-utils-4.9.* finds no 2:4.9-<release>), "
+            "and hadolint counts it as unpinned; give VERSION (every release of it, e.g. '4.9') "
+            "or [EPOCH:]VERSION-RELEASE (one build, e.g. '2:4.9-15.el9')",
         )
-        for name, version in d.items()
-    )
+    return r.text(value, kp, pattern)
+
+
+def version_pattern(family: str) -> v.Pattern:
+    """How an OS family's package manager spells a pinned version."""
+    return v.RPM_VERSION if family == "el9" else v.PACKAGE_VERSION
 
 
 def _os(r: Reader, key: str, value: Any) -> m.OsSpec:
     kp = keypath_join("oses", key)
     r.text(key, kp, v.KEY)
-    d = r.mapping(value, kp, ("base", "python"), ("distro", "digest", "local", "gcc", "packages"))
+    d = r.mapping(
+        value,
+        kp,
+        ("base", "python"),
+        ("distro", "digest", "local", "gcc", "packages", "devel_packages", "devel_repos"),
+    )
     distro_key = r.text(d.get("distro", key), f"{kp}.distro", v.KEY)
     if distro_key not in DISTROS:
         where = f"{kp}.distro" if "distro" in d else kp
         r.fail(where, f"unknown distro {distro_key!r} (known: {', '.join(DISTROS)})")
+    pattern = version_pattern(DISTROS[distro_key].family)
     digest = d.get("digest")
     if digest is not None:
         digest = r.text(digest, f"{kp}.digest", v.DIGEST)
@@ -135,24 +157,47 @@ def _os(r: Reader, key: str, value: Any) -> m.OsSpec:
         r.text(ver, pkp, v.PYTHON)
         p = r.mapping(pin, pkp, ("package",), ("version",))
         version = p.get("version")
+        name = r.text(p["package"], f"{pkp}.package", v.PACKAGE)
+        if version is None and pattern is v.RPM_VERSION:
+            r.fail(
+                pkp,
+                f"missing required key 'version': dnf installs {name} on EL9, pinned "
+                "(VERSION or [EPOCH:]VERSION-RELEASE, e.g. '3.12.12')",
+            )
         python[ver] = m.Pin(
-            r.text(p["package"], f"{pkp}.package", v.PACKAGE),
-            "" if version is None else r.text(version, f"{pkp}.version", v.PACKAGE_VERSION),
+            name,
+            ""
+            if version is None
+            else _package_version(r, version, f"{pkp}.version", pattern, name),
         )
     gcc: dict[str, tuple[m.Pin, ...]] = {}
     for major, spec in r.mapping(d.get("gcc", {}), f"{kp}.gcc", open_keys=True).items():
         gkp = keypath_join(f"{kp}.gcc", major)
         r.text(major, gkp, v.GCC)
-        gcc[major] = _pins(r, spec, gkp, v.PACKAGE_VERSION)
+        gcc[major] = _pins(r, spec, gkp, pattern)
+    distro = DISTROS[distro_key]
+    devel_repos: list[str] = []
+    for i, item in enumerate(r.seq(d.get("devel_repos", []), f"{kp}.devel_repos", non_empty=False)):
+        ikp = keypath_join(f"{kp}.devel_repos", i)
+        repo = r.text(item, ikp, v.KEY)
+        if repo not in distro.optional_repos:
+            r.fail(
+                ikp,
+                f"{repo!r} is not a disabled repository of {distro.name} that an install may "
+                f"enable (known: {', '.join(distro.optional_repos) or 'none'})",
+            )
+        devel_repos.append(repo)
     return m.OsSpec(
         key=key,
-        distro=DISTROS[distro_key],
+        distro=distro,
         base=base,
         digest=digest,
         local=local,
         python=python,
         gcc=gcc,
-        packages=_pins(r, d.get("packages"), f"{kp}.packages", v.PACKAGE_VERSION),
+        packages=_pins(r, d.get("packages"), f"{kp}.packages", pattern),
+        devel_packages=_pins(r, d.get("devel_packages"), f"{kp}.devel_packages", pattern),
+        devel_repos=tuple(devel_repos),
     )
 
 
@@ -189,12 +234,20 @@ def _cuda(r: Reader, key: str, value: Any) -> m.CudaSpec:
     for family, spec in r.mapping(value, kp, (), ("el9", "debian")).items():
         fkp = keypath_join(kp, family)
         d = r.mapping(spec, fkp, ("repo", "gpgkey", "gpgkey_sha256", "runtime"), ("devel",))
+        repo = r.text(d["repo"], f"{fkp}.repo", v.URL)
+        if repo.endswith(".repo"):
+            r.fail(
+                f"{fkp}.repo",
+                f"{repo!r} is a .repo file: give the repository's base URL (e.g. "
+                "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64); "
+                "the template writes the .repo file itself, gpgcheck=1 with the local key",
+            )
         repos[family] = m.CudaRepo(
-            repo=r.text(d["repo"], f"{fkp}.repo", v.URL),
+            repo=repo,
             gpgkey=r.text(d["gpgkey"], f"{fkp}.gpgkey", v.URL),
             gpgkey_sha256=r.text(d["gpgkey_sha256"], f"{fkp}.gpgkey_sha256", v.SHA256),
-            runtime=_pins(r, d["runtime"], f"{fkp}.runtime", v.PACKAGE_VERSION),
-            devel=_pins(r, d.get("devel"), f"{fkp}.devel", v.PACKAGE_VERSION),
+            runtime=_pins(r, d["runtime"], f"{fkp}.runtime", version_pattern(family)),
+            devel=_pins(r, d.get("devel"), f"{fkp}.devel", version_pattern(family)),
         )
     return m.CudaSpec(version, repos)
 

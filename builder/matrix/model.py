@@ -19,7 +19,7 @@ EXCLUSION_CODES = ("policy", "upstream", "rule", "capacity")
 
 @dataclass(frozen=True)
 class Pin:
-    """An OS package pinned to a version (or a `X.Y.*` series where the OS moves patch releases)."""
+    """An OS package pinned to a version: rpm `VERSION` / `[EPOCH:]VERSION-RELEASE`, deb `=`."""
 
     name: str
     version: str
@@ -39,6 +39,8 @@ class OsSpec:
     python: dict[str, Pin]  # "3.12" -> python3.12 pin; empty version = preinstalled in base
     gcc: dict[str, tuple[Pin, ...]]  # "11" -> gcc, gcc-c++ pins
     packages: tuple[Pin, ...]  # always installed
+    devel_packages: tuple[Pin, ...] = ()  # devel flavour only (make, ninja-build)
+    devel_repos: tuple[str, ...] = ()  # repository ids the devel install enables (EL9: crb)
 
     @property
     def family(self) -> str:

@@ -32,13 +32,25 @@ class Distro:
     eol: dt.date
     source: Source
     eol_source: Source
+    # Repositories the base image carries but leaves disabled, which an install may enable
+    # (`--enablerepo`): CRB holds ninja-build on EL9.
+    optional_repos: tuple[str, ...] = ()
+    repos_source: Source | None = None
 
 
 # EL9: Python 3.9 default, 3.11 since 9.2, 3.12 since 9.4 (AppStream); system GCC 11, glibc 2.34.
 # CentOS Stream 9 ends with RHEL 9 full support (2027-05-31); RHEL 9 maintenance ends
 # 2032-05-31 (compat-facts.md D; primary sources not read). Rocky follows RHEL's dates.
-def _el9(key: str, name: str, eol: dt.date, eol_source: str) -> Distro:
-    """An EL9 rebuild: the same glibc, compiler and Pythons; only its name and end of life vary."""
+def _el9(
+    key: str,
+    name: str,
+    eol: dt.date,
+    eol_source: str,
+    optional_repos: tuple[str, ...] = (),
+    repos_source: Source | None = None,
+) -> Distro:
+    """An EL9 rebuild: the same glibc, compiler and Pythons; its name, end of life and disabled
+    repositories vary."""
     return Distro(
         key,
         name,
@@ -49,7 +61,18 @@ def _el9(key: str, name: str, eol: dt.date, eol_source: str) -> Distro:
         eol,
         _RHEL9_LANGS,
         Source(eol_source, confirmed=False),
+        optional_repos,
+        repos_source,
     )
+
+
+# ninja-build-1.10.2-6.el9 lives in CRB on Rocky 9 and CentOS Stream 9 (the repository paths
+# below); the base images ship the `crb` repository disabled. UBI 9 has no ninja-build.
+_CRB = Source(
+    "https://dl.rockylinux.org/pub/rocky/9/CRB/x86_64/os/Packages/n/ and "
+    "https://mirror.stream.centos.org/9-stream/CRB/x86_64/os/Packages/ (repository id crb)",
+    confirmed=False,
+)
 
 
 DISTROS: dict[str, Distro] = {
@@ -60,6 +83,8 @@ DISTROS: dict[str, Distro] = {
             "CentOS Stream 9",
             dt.date(2027, 5, 31),
             "https://www.centos.org/centos-stream/",
+            ("crb",),
+            _CRB,
         ),
         _el9(
             "ubi9",
@@ -72,6 +97,8 @@ DISTROS: dict[str, Distro] = {
             "Rocky Linux 9",
             dt.date(2032, 5, 31),
             "https://wiki.rockylinux.org/rocky/version/",
+            ("crb",),
+            _CRB,
         ),
         Distro(
             "debian12",
