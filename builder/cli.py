@@ -15,6 +15,7 @@ from builder.commands import (
     arches_cmd,
     base_cmd,
     build_cmd,
+    env_cmd,
     matrix_cmd,
     preflight_cmd,
     render_cmd,
@@ -32,6 +33,7 @@ COMMANDS = (
     verify_cmd,
     arches_cmd,
     preflight_cmd,
+    env_cmd,
 )
 
 
