@@ -93,7 +93,7 @@ class Endpoint:
                 )
             ]
             if stray:
-                self.local.podman("rm", "--force", *stray, check=False)
+                self.local.podman("rm", "--force", "--time", "1", *stray, check=False)
         self.local.release()
 
 
