@@ -5,7 +5,8 @@ inside a term, separated by commas, are AND-ed. A condition is `<key><op><value>
 cuda, driver, arch, brand and operators = != < <= > >=; versions compare as dotted numbers and
 brands case-insensitively. Checks run once per visible GPU (arch and brand are per device); with
 no GPU visible they run once and arch/brand conditions count as satisfied (src/cli/configure.c).
-Podman's CDI path does not enforce any of this (compat-facts.md A.4), hence this module.
+Podman's CDI path does not enforce any of this, hence this module:
+https://github.com/NVIDIA/nvidia-container-toolkit/issues/1470
 """
 
 from __future__ import annotations

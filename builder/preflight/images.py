@@ -25,7 +25,8 @@ ARCH_LABEL = f"{P}.cuda.arch-list"
 DRIVER_MIN_LABEL = f"{P}.driver.min"
 CUDA_LABEL = f"{P}.cuda.version"
 CELL_LABEL = f"{P}.cell"
-# NVIDIA_DISABLE_REQUIRE goes through Go's strconv.ParseBool (compat-facts.md A.4).
+# NVIDIA_DISABLE_REQUIRE goes through Go's strconv.ParseBool (HasDisableRequire in
+# https://github.com/NVIDIA/nvidia-container-toolkit/blob/d34b3046/internal/config/image/cuda_image.go).
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 
 

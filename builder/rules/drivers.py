@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from builder.rules.sources import DATACENTER_DRIVER_LIFECYCLE, DRIVER_INSTALL_GUIDE, Source
 
 # From R560 the open kernel modules are the default install; the 620 release notes say
-# "Proprietary Kernel Modules Removed". compat-facts.md B.
+# "Proprietary Kernel Modules Removed" (DRIVER_INSTALL_GUIDE).
 OPEN_DEFAULT_FROM_BRANCH = 560
 PROPRIETARY_REMOVED_FROM_BRANCH = 620
 MODULE_SOURCE = DRIVER_INSTALL_GUIDE
 
-# Open modules need a GSP: Turing (7.5) and newer. compat-facts.md B (open-modules blog).
+# Open modules need a GSP: Turing (7.5) and newer (OPEN_MODULES_BLOG in builder/rules/sources.py).
 OPEN_MODULES_MIN_CC = (7, 5)
 
 KERNEL_MODULES = ("open", "proprietary")
@@ -27,7 +27,8 @@ class BranchLifecycle:
     source: Source
 
 
-# Data center driver branch lifecycle as listed in the 615/620 release notes. compat-facts.md D.
+# Data center driver branch lifecycle as listed in the 615/620 release notes
+# (https://docs.nvidia.com/datacenter/tesla/drivers/).
 # R570 is no longer listed, so its end of life is not known.
 BRANCH_LIFECYCLE: dict[int, BranchLifecycle] = {
     b.branch: b
