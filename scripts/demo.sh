@@ -100,6 +100,8 @@ say "run the bundled trainer"
 "$cli" run --rm "${run_args[@]}" "$image" info
 "$cli" run --rm "${run_args[@]}" "$image" \
     train --preset bf16 --model tiny --data synthetic --steps 20 --log-interval 5
+trap - EXIT
+release
 say "done: $image"
 cell="${image##*:}"
 # The same lines as README.md's "After the demo" (tests/docs/test_readme_tour.py checks it).

@@ -13,10 +13,12 @@ An HTML comment on the last non-blank line before the fence marks the whole bloc
     <!-- tour: needs-registry: <text the failure prints here> -->
     <!-- tour: needs-remote-host: <text> -->
     <!-- tour: skip: <why it cannot run in any test> -->
+    <!-- tour: exit 1 -->                 (a documented exit status other than 0)
 
 A `needs-*` block must fail here (exit status not 0), print the text after the second colon
-(when given) and no Python traceback; `skip` needs a reason. Blocks without a mark must succeed.
-Other fenced blocks (no info string, `yaml`, `json`, ...) are not commands.
+(when given) and no Python traceback; `skip` needs a reason; `exit N` commands must exit with N.
+Blocks without a mark must exit 0. Other fenced blocks (no info string, `yaml`, `json`, ...) are
+not commands. The test may stand documented values in for the placeholders IMAGE and CELL.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SHELL_LANGS = frozenset({"sh", "shell", "bash", "console"})
-KINDS = ("needs-gpu", "needs-registry", "needs-remote-host", "skip")
-_MARK = re.compile(r"<!--\s*tour:\s*([a-z-]+)\s*(?::\s*(.*?))?\s*-->")
+KINDS = ("needs-gpu", "needs-registry", "needs-remote-host", "skip", "exit")
+_MARK = re.compile(r"<!--\s*tour:\s*([a-z-]+)(?:\s+(\d+))?\s*(?::\s*(.*?))?\s*-->")
 _FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([\w-]*)")
 
 
@@ -37,8 +39,9 @@ class TourError(ValueError):
 
 @dataclass(frozen=True)
 class Mark:
-    kind: str = "run"  # run | needs-gpu | needs-registry | needs-remote-host | skip
+    kind: str = "run"  # run | exit | needs-gpu | needs-registry | needs-remote-host | skip
     text: str = ""  # needs-*: what the failure prints; skip: why
+    status: int = 0  # run: 0; exit: its N
 
 
 @dataclass(frozen=True)
@@ -53,12 +56,14 @@ def _mark(line: str, where: str) -> Mark | None:
     found = _MARK.search(line)
     if found is None:
         return None
-    kind, text = found.group(1), (found.group(2) or "").strip()
+    kind, status, text = found.group(1), found.group(2), (found.group(3) or "").strip()
     if kind not in KINDS:
         raise TourError(f"{where}: unknown tour mark {kind!r}: expected one of {', '.join(KINDS)}")
     if kind == "skip" and not text:
         raise TourError(f"{where}: `tour: skip` needs a reason: <!-- tour: skip: why -->")
-    return Mark(kind, text)
+    if (kind == "exit") != (status is not None):
+        raise TourError(f"{where}: a status goes with `exit` only: <!-- tour: exit 1 -->")
+    return Mark(kind, text, int(status or 0))
 
 
 def _commands(body: list[tuple[int, str]], console: bool) -> list[tuple[int, str, list[str]]]:
