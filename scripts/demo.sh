@@ -40,7 +40,10 @@ cli=podman
 if [ -n "${DOCKER_HOST:-}" ] && [ -z "${CONTAINER_HOST:-}${TRAINIMG_PODMAN_ROOT:-}" ]; then
     cli=docker
 fi
-release() { trainimg env --release >&2 || true; }   # leave nothing of the store mounted
+release() {   # leave nothing of the store mounted (docs/build.md)
+    trainimg env --release >&2 || true
+    if grep -q " $PWD/" /proc/mounts; then echo "demo: mounts left under $PWD" >&2; fi
+}
 trap release EXIT
 
 has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }
