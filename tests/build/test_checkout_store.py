@@ -151,9 +151,14 @@ def test_a_used_store_leaves_nothing_behind(tmp_path: Path) -> None:
             client.containers.run("localhost/mini:1", [_which("true")], remove=True)
             client.containers.run("localhost/mini:1", [_which("sleep"), "300"], detach=True)
         assert mounts_under([co]), "a running container mounts its merged dir"
+        release = ["trainimg", "env", "--release"]
+        busy = subprocess.run(release, cwd=co, env=env, capture_output=True, text=True)
+        assert busy.returncode == 1 and "in use by pid" in busy.stderr, busy
         endpoint.close()
         assert mounts_under([co, local.runroot]) == []
         assert store_processes([local.root, local.runroot]) == []
+        done = subprocess.run(release, cwd=co, env=env, capture_output=True, text=True)
+        assert (done.returncode, done.stdout) == (0, f"{local.root}: unmounted 0 mount(s)\n")
         proc_mounts = Path("/proc/mounts").read_text()
         assert str(co) not in proc_mounts
         copy = co.parent / "copy"
