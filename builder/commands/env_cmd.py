@@ -42,22 +42,28 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _said(text: object) -> str:
+    """Text for a comment line the shell evaluates: no line break may end the comment."""
+    return "".join(c if c.isprintable() else "?" for c in str(text))
+
+
 def exports(choice: Choice) -> list[str]:
     """The lines `trainimg env` prints for where discovery leads."""
     q = shlex.quote
     if choice.store is not None:
         local = LocalPodman(choice.store)
         lines = [
-            f"# trainimg's engine: the isolated podman store {local.root} ({choice.source}).",
+            f"# trainimg's engine: the isolated podman store {_said(local.root)}"
+            f" ({_said(choice.source)}).",
             "# Plain podman reads it directly; docker reaches it only while a trainimg command",
-            "# serves its API on " + local.url + ".",
+            f"# serves its API on {_said(local.url)}.",
             f"export {ROOT_ENV}={q(str(local.root))}",
         ]
         lines += [f"export {k}={q(v)}" for k, v in local.env().items()]
         return [*lines, "unset CONTAINER_HOST DOCKER_HOST"]
     var = "CONTAINER_HOST" if choice.kind == "podman" else "DOCKER_HOST"
     return [
-        f"# trainimg's engine: {choice.kind} at {choice.url} ({choice.source}).",
+        f"# trainimg's engine: {choice.kind} at {_said(choice.url)} ({_said(choice.source)}).",
         f"export {var}={q(choice.url)}",
     ]
 

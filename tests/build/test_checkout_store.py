@@ -82,6 +82,9 @@ def test_env_exports_are_shell_quoted() -> None:
     lines = exports(Choice("podman", "unix:///x", "checkout store", odd))
     assert "export TRAINIMG_PODMAN_ROOT='/srv/it'\"'\"'s a checkout/.cache/podman'" in lines
     assert lines[-1] == "unset CONTAINER_HOST DOCKER_HOST"
+    sneaky = exports(Choice("podman", "unix:///x\ntouch /tmp/owned", "CONTAINER_HOST"))
+    assert all(line.startswith(("#", "export ")) for line in sneaky), sneaky
+    assert sneaky[-1] == "export CONTAINER_HOST='unix:///x\ntouch /tmp/owned'"
     assert exports(Choice("docker", "tcp://h:2375", "DOCKER_HOST")) == [
         "# trainimg's engine: docker at tcp://h:2375 (DOCKER_HOST).",
         "export DOCKER_HOST=tcp://h:2375",
