@@ -2,7 +2,7 @@
 
 A kernel module (one fatbin container: the device code of one translation unit) runs on a GPU
 when it carries SASS the GPU can execute, or PTX the driver can JIT-compile for it
-(compat-facts.md B, C.4; builder.rules.gpus):
+(https://docs.nvidia.com/cuda/blackwell-compatibility-guide/index.html; builder.rules.gpus):
 - SASS sm_XY (and the family target sm_XYf) runs on compute capability X.Z with Z >= Y
   (same major only: sm_100 does not run on 12.0); arch-specific SASS sm_XYa only on X.Y;
 - PTX compute_XY is JIT-compiled for any GPU of compute capability >= X.Y; compute_XYa only

@@ -16,6 +16,7 @@ from builder.commands import (
     base_cmd,
     build_cmd,
     compat_cmd,
+    env_cmd,
     matrix_cmd,
     preflight_cmd,
     render_cmd,
@@ -34,6 +35,7 @@ COMMANDS = (
     arches_cmd,
     preflight_cmd,
     compat_cmd,
+    env_cmd,
 )
 
 

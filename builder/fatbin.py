@@ -8,8 +8,9 @@ driver for newer GPUs) or LTO IR. Every entry starts with a header that is never
 the targets can be listed by reading headers alone: this reader seeks from header to header and
 never reads (or decompresses) a payload, so a 1 GB library costs a few thousand small reads.
 
-Layout (little-endian, packed; compat-facts.md C.5, checked here against nvcc 13.0 output and
-NVIDIA's cuobjdump on real libraries):
+Layout (little-endian, packed; as read by RWTH-ACS/cricket's cpu/cpu-elf2.c,
+https://github.com/RWTH-ACS/cricket/blob/5d55bd58/cpu/cpu-elf2.c; checked here against nvcc 13.0
+output and NVIDIA's cuobjdump on real libraries):
 
     container   u32 magic = 0xBA55ED50, u16 version = 1, u16 header_size (16), u64 size
     entry       @0 u16 kind (1 PTX, 2 ELF/cubin, 8 LTO IR)   @2 u16 version

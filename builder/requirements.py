@@ -19,7 +19,8 @@ is copied. In short:
 - Per visible GPU every requirement must hold; with no GPU visible it runs once and arch/brand
   conditions hold without looking at their values.
 
-Podman's CDI path does not enforce any of this (compat-facts.md A.4), hence this module.
+Podman's CDI path does not enforce any of this, hence this module:
+https://github.com/NVIDIA/nvidia-container-toolkit/issues/1470
 """
 
 from __future__ import annotations

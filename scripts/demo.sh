@@ -13,8 +13,9 @@
 #   TRAINIMG_DEMO_MODE=auto|cpu|gpu  force a path (default auto: detect as above)
 #   TRAINIMG_GPU_CELL=<cell>         the cu128 cell of the GPU path (default: the matrix's
 #                                    project.default_gpu_cell)
-#   TRAINIMG_PODMAN_ROOT=<dir>       the isolated podman store (default .cache/podman); set it to
-#                                    an empty string to use the host's own podman instead
+#   TRAINIMG_PODMAN_ROOT=<dir>       the isolated podman store (default: the host's own podman or
+#                                    Docker when one answers, else .cache/podman); set it to an
+#                                    empty string to insist on the host's own engine
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,17 +28,23 @@ say "setup (podman, debootstrap, .venv)"
 scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 
-if [ "${TRAINIMG_PODMAN_ROOT-unset}" = unset ]; then
+# The engine, in discovery's order (docs/build.md): the host's own podman or Docker when one
+# answers (CONTAINER_HOST, DOCKER_HOST, a default socket); else this checkout's isolated store
+# .cache/podman, made here and found by every later trainimg command in this checkout.
+if [ "${TRAINIMG_PODMAN_ROOT-unset}" = unset ] && ! trainimg env >/dev/null 2>&1; then
     export TRAINIMG_PODMAN_ROOT="$PWD/.cache/podman"
 fi
-if [ -n "$TRAINIMG_PODMAN_ROOT" ]; then
-    mkdir -p "$TRAINIMG_PODMAN_ROOT"
-    TRAINIMG_PODMAN_ROOT="$(cd "$TRAINIMG_PODMAN_ROOT" && pwd)"
-    # trainimg writes the isolated configuration; the podman CLI below reads the same store.
-    python -c 'from builder.engines.local_podman import from_environment; from_environment()'
-    export CONTAINERS_CONF="$TRAINIMG_PODMAN_ROOT/containers.conf"
-    export CONTAINERS_STORAGE_CONF="$TRAINIMG_PODMAN_ROOT/storage.conf"
+engine_env="$(trainimg env)"   # fails here, saying why, when no engine can be found
+eval "$engine_env"             # plain podman below then sees the same store as trainimg
+cli=podman
+if [ -n "${DOCKER_HOST:-}" ] && [ -z "${CONTAINER_HOST:-}${TRAINIMG_PODMAN_ROOT:-}" ]; then
+    cli=docker
 fi
+release() {   # leave nothing of the store mounted (docs/build.md)
+    trainimg env --release >&2 || true
+    if grep -q " $PWD/" /proc/mounts; then echo "demo: mounts left under $PWD" >&2; fi
+}
+trap release EXIT
 
 has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }
 registry_answers() {
@@ -93,7 +100,20 @@ fi
 echo "demo: built $image" >&2
 
 say "run the bundled trainer"
-podman run --rm "${run_args[@]}" "$image" info
-podman run --rm "${run_args[@]}" "$image" \
+"$cli" run --rm "${run_args[@]}" "$image" info
+"$cli" run --rm "${run_args[@]}" "$image" \
     train --preset bf16 --model tiny --data synthetic --steps 20 --log-interval 5
+trap - EXIT
+release
 say "done: $image"
+cell="${image##*:}"
+# The same lines as README.md's "After the demo" (tests/docs/test_readme_tour.py checks it).
+cat >&2 <<NEXT
+Next, in your own shell (they work as printed):
+  cd $(printf '%q' "$PWD")
+  . .venv/bin/activate
+  eval "\$(trainimg env)"
+  $cli run --rm ${run_args[*]} $image train --preset bf16 --model tiny --data synthetic --steps 20
+  trainimg verify $cell
+  trainimg arches $cell
+NEXT

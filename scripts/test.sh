@@ -9,4 +9,13 @@ scripts/setup.sh
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 .venv/bin/trainimg render --check
-.venv/bin/pytest "$@"
+status=0
+.venv/bin/pytest "$@" || status=$?
+# Nothing left behind: the test session releases its podman store (tests/conftest.py), so no
+# mount under the checkout remains and `rm -rf` of it works.
+if grep -q " $PWD/" /proc/mounts; then
+    echo "test: mounts left under $PWD:" >&2
+    grep " $PWD/" /proc/mounts >&2
+    status=1
+fi
+exit "$status"

@@ -25,13 +25,17 @@ def _need_podman() -> None:
 
 
 @pytest.fixture(scope="session")
-def local_podman() -> LocalPodman:
+def local_podman() -> Iterator[LocalPodman]:
     """The isolated podman store; CONTAINERS_CONF/CONTAINERS_STORAGE_CONF are exported for the
-    podman CLI that testinfra's podman:// backend runs."""
+    podman CLI that testinfra's podman:// backend runs. At the end of the session its containers
+    and tools are stopped and its mounts undone, so the checkout can be removed."""
     _need_podman()
     local = LocalPodman(CACHE / "podman")
     local.configure()
-    return local
+    try:
+        yield local
+    finally:
+        local.release(force=True)
 
 
 @pytest.fixture(scope="session")

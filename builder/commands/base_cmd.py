@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from builder.base_image import BaseSpec, make_offline_base
 from builder.commands.common import shared_options, workspace
-from builder.engines.local_podman import ROOT_ENV, from_environment, podman_cli
+from builder.engines.discover import isolated_store
+from builder.engines.local_podman import ROOT_ENV, podman_cli
 from builder.errors import TrainimgError
+from builder.matrix.model import OsSpec
 
 SUITES = {"debian12": "bookworm"}
 
@@ -24,7 +27,9 @@ def register(sub: Any) -> None:
         description=(
             "Make the base image of every OS the matrix marks `local: true`, with debootstrap "
             "from Debian's mirror and `podman import`; no container registry is needed. Set "
-            f"${ROOT_ENV} to use an isolated podman store (as CI does)."
+            f"${ROOT_ENV} to use an isolated podman store (as CI does); without it, the "
+            "checkout's store .cache/podman is used when it exists and no engine of the host's "
+            "answers (docs/build.md)."
         ),
     )
     p.add_argument(
@@ -43,7 +48,16 @@ def run(args: argparse.Namespace) -> int:
     if not local_oses:
         print("no OS in the matrix is marked local: nothing to make")
         return 0
-    podman = podman_cli(from_environment())
+    store = isolated_store()
+    try:
+        _make(args, local_oses, podman_cli(store))
+    finally:
+        if store is not None:
+            store.release()  # `podman import` leaves the store's graph root mounted
+    return 0
+
+
+def _make(args: argparse.Namespace, local_oses: list[OsSpec], podman: Callable[..., str]) -> None:
     for os_spec in local_oses:
         suite = SUITES.get(os_spec.distro.key)
         if suite is None:
@@ -60,4 +74,3 @@ def run(args: argparse.Namespace) -> int:
             log=lambda m: print(f"base: {m}", file=sys.stderr),
         )
         print(f"{spec.tag}: {'made' if made else 'present'}")
-    return 0

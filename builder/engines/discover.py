@@ -8,6 +8,10 @@
 5. the usual sockets: rootful podman (/run/podman/podman.sock), rootless podman
    ($XDG_RUNTIME_DIR/podman/podman.sock), Docker (/var/run/docker.sock, rootless
    $XDG_RUNTIME_DIR/docker.sock). The docker SDK may use a podman socket; podman-py only podman's.
+6. the checkout's own isolated store, `.cache/podman` of the nearest directory (the current one
+   or above) holding matrix.yaml, when scripts/demo.sh made it there; used like 4. It is only
+   found, never created: a host with its own engine (1-3, 5) keeps using that engine.
+   TRAINIMG_PODMAN_ROOT set to an empty string turns 4 and 6 off.
 
 An explicitly named endpoint (1-3) that does not answer is an error naming it; it does not
 fall through. Nothing reachable -> EngineUnavailable (exit 2) saying how to start one.
@@ -33,8 +37,12 @@ KINDS = ("podman", "docker")
 ROOTFUL_PODMAN = Path("/run/podman/podman.sock")
 DOCKER_SOCKETS = (Path("/var/run/docker.sock"), Path("/run/docker.sock"))
 
+CHECKOUT_STORE = Path(".cache") / "podman"
+
 HOW_TO_START = (
     "start one, e.g.:\n"
+    "  scripts/demo.sh        # makes this checkout's isolated podman store (.cache/podman), "
+    "which every trainimg command here then finds\n"
     "  export TRAINIMG_PODMAN_ROOT=$PWD/.cache/podman   # trainimg starts an isolated podman "
     "service itself (scripts/setup.sh installs podman)\n"
     "  podman system service --time=0 unix:///run/podman/podman.sock &   # or a rootful service\n"
@@ -63,23 +71,30 @@ class Endpoint:
 
     def close(self) -> None:
         """Stop the isolated service if this process started it. A build the service was
-        running when it stopped (Ctrl-C) leaves buildah's working container in storage: those
-        created since the service started are removed, so nothing stray is left behind."""
+        running when it stopped (Ctrl-C) leaves buildah's working container in storage, and a
+        container it started may still run: those created since the service started are
+        removed, and the store is released (unmounted), so nothing stray is left behind."""
         if not (self.started and self.local is not None):
             return
-        self.local.stop_service()
+        self.local.stop_service(release=False)
         self.started = False
         with contextlib.suppress(EngineError, ValueError, OSError, subprocess.SubprocessError):
             listed = json.loads(self.local.podman("ps", "--all", "--external", "--format", "json"))
             stray = [
                 c["Id"]
                 for c in listed
-                if c.get("State") == "storage"
-                and int(c.get("Created", 0)) >= self.started_at
-                and any("-working-container" in n for n in c.get("Names", ()))
+                if int(c.get("Created", 0)) >= self.started_at
+                and (
+                    c.get("State") == "running"
+                    or (
+                        c.get("State") == "storage"
+                        and any("-working-container" in n for n in c.get("Names", ()))
+                    )
+                )
             ]
             if stray:
-                self.local.podman("rm", "--force", *stray, check=False)
+                self.local.podman("rm", "--force", "--time", "1", *stray, check=False)
+        self.local.release()
 
 
 def unix_ping(path: Path, timeout: float = 2.0) -> bool:
@@ -143,17 +158,38 @@ def _candidates(
     return [_Candidate(k, f"unix://{p}", f"{s} {p}", False) for k, p, s in sockets]
 
 
-def discover(
+def checkout_store(cwd: Path | None = None) -> Path | None:
+    """The isolated store of the checkout around cwd (`<dir with matrix.yaml>/.cache/podman`),
+    when one was made there (its storage.conf exists); None otherwise."""
+    here = (cwd or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        if (d / "matrix.yaml").is_file():
+            store = d / CHECKOUT_STORE
+            return store if (store / "storage.conf").is_file() else None
+    return None
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Where discovery leads, before anything is started: an engine URL, or an isolated store
+    (whose service discover() starts)."""
+
+    kind: str
+    url: str
+    source: str
+    store: Path | None = None
+
+
+def locate(
     engine: str | None = None,
     url: str | None = None,
     *,
     env: Mapping[str, str] | None = None,
     docker_sockets: Sequence[Path] = DOCKER_SOCKETS,
     rootful_podman: Path = ROOTFUL_PODMAN,
-    log: Callable[[str], None] = lambda _msg: None,
-) -> Endpoint:
-    """The first reachable engine in the documented order; starts the isolated podman service
-    of $TRAINIMG_PODMAN_ROOT when that is where the order leads (Endpoint.close stops it)."""
+    cwd: Path | None = None,
+) -> Choice:
+    """The engine the documented order leads to; starts and creates nothing."""
     if engine is not None and engine not in KINDS:
         raise EngineError(f"unknown engine {engine!r}: choose {' or '.join(KINDS)}")
     env = os.environ if env is None else env
@@ -164,30 +200,73 @@ def discover(
             raise EngineUnavailable(
                 f"no engine answers at {c.url} (from {c.source}); " + HOW_TO_START
             )
-        return Endpoint(c.kind, c.url, c.source)
+        return Choice(c.kind, c.url, c.source)
     root = env.get(ROOT_ENV)
     if root:
         local = LocalPodman(Path(root))
-        since = int(time.time())
-        answering = unix_ping(local.socket_path)
-        try:
-            found = local.start_service()
-        except EngineError as exc:
-            raise EngineUnavailable(f"{ROOT_ENV}={root}: {exc}") from None
-        except BaseException:
-            local.stop_service()  # Ctrl-C while it starts: leave no service behind
-            raise
-        if not answering:
-            log(f"started an isolated podman service on {found} ({ROOT_ENV})")
-        return Endpoint(engine or "podman", found, ROOT_ENV, local, not answering, since)
+        return Choice(engine or "podman", local.url, ROOT_ENV, local.root)
     for c in candidates:
         if _reachable(c.url):
-            return Endpoint(c.kind, c.url, c.source)
+            return Choice(c.kind, c.url, c.source)
+    # An explicit env without cwd (a test's) looks at no checkout: only the real one does.
+    look = root is None and (cwd is not None or env is os.environ)
+    store = checkout_store(cwd) if look else None
+    if store is not None:
+        local = LocalPodman(store)
+        return Choice(engine or "podman", local.url, f"checkout store {local.root}", local.root)
     tried = ", ".join(c.source for c in candidates) or "nothing"
     raise EngineUnavailable(
         "no container engine is reachable (tried CONTAINER_HOST, DOCKER_HOST, "
-        f"{ROOT_ENV}, {tried}); " + HOW_TO_START
+        f"{ROOT_ENV}, {tried}, ./{CHECKOUT_STORE}); " + HOW_TO_START
     )
+
+
+def discover(
+    engine: str | None = None,
+    url: str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    docker_sockets: Sequence[Path] = DOCKER_SOCKETS,
+    rootful_podman: Path = ROOTFUL_PODMAN,
+    cwd: Path | None = None,
+    log: Callable[[str], None] = lambda _msg: None,
+) -> Endpoint:
+    """The first reachable engine in the documented order; starts the service of the isolated
+    podman store ($TRAINIMG_PODMAN_ROOT or the checkout's) when that is where the order leads
+    (Endpoint.close stops it and releases the store)."""
+    choice = locate(
+        engine, url, env=env, docker_sockets=docker_sockets, rootful_podman=rootful_podman, cwd=cwd
+    )
+    if choice.store is None:
+        return Endpoint(choice.kind, choice.url, choice.source)
+    local = LocalPodman(choice.store)
+    since = int(time.time())
+    answering = unix_ping(local.socket_path)
+    try:
+        found = local.start_service()
+    except EngineError as exc:
+        raise EngineUnavailable(f"{choice.source}: {exc}") from None
+    except BaseException:
+        local.stop_service()  # Ctrl-C while it starts: leave no service behind
+        raise
+    if not answering:
+        log(f"started an isolated podman service on {found} ({choice.source})")
+    return Endpoint(choice.kind, found, choice.source, local, not answering, since)
+
+
+def isolated_store(env: Mapping[str, str] | None = None) -> LocalPodman | None:
+    """The isolated store the podman CLI steps of a command (`trainimg base`) should use: the
+    one discovery leads to, configured; None when discovery leads to the host's own engine (or
+    to none: the podman CLI then reports that itself)."""
+    try:
+        choice = locate("podman", env=env)
+    except EngineError:
+        return None
+    if choice.store is None:
+        return None
+    local = LocalPodman(choice.store)
+    local.configure()
+    return local
 
 
 @contextlib.contextmanager

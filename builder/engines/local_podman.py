@@ -1,23 +1,29 @@
 """An isolated podman for machines like CI's: its own config, storage and API service.
 
 On a Debian 12 sandbox without systemd, podman works only with runc, cgroupfs, file events and
-modest ulimits (../shared/reference/podman-here.md). This writes that configuration under one
-directory, points CONTAINERS_CONF / CONTAINERS_STORAGE_CONF at it, and can serve the libpod and
-Docker-compatible APIs on a socket there. It never touches the host's own podman state.
+modest ulimits (measured here; the settings below say why each is needed). This writes that
+configuration under one directory, points CONTAINERS_CONF / CONTAINERS_STORAGE_CONF at it, and can
+serve the libpod and Docker-compatible APIs on a socket there. It never touches the host's own
+podman state. When it is done (`release`) it unmounts what its storage mounted: podman's overlay
+driver bind-mounts the graph root onto itself and mounts each running container's `merged`
+directory, and those mounts outlive every podman process, so without this `rm -rf` of the
+store fails with "Device or resource busy".
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,7 +164,9 @@ class LocalPodman:
         self.stop_service()
         raise EngineError(f"podman system service did not answer on {self.url} in {timeout:.0f}s")
 
-    def stop_service(self) -> None:
+    def stop_service(self, *, release: bool = True) -> None:
+        """Stop the service this object started, then (unless told not to) `release` the store:
+        a store left mounted is a checkout that `rm -rf` cannot remove."""
         if self._service is not None and self._service.poll() is None:
             os.killpg(self._service.pid, signal.SIGTERM)
             try:
@@ -167,6 +175,43 @@ class LocalPodman:
                 os.killpg(self._service.pid, signal.SIGKILL)
                 self._service.wait()
         self._service = None
+        if release:
+            self.release()
+
+    def processes(self) -> list[int]:
+        """Pids of the podman tools (podman, conmon, netavark, ...) working on this store, found
+        by the store's paths in their command line or CONTAINERS_*CONF environment."""
+        return store_processes((self.root, self.runroot))
+
+    def mounts(self) -> list[Path]:
+        """Mount points under the store (graph root, containers' merged dirs, shm), deepest
+        first."""
+        return mounts_under((self.root, self.runroot))
+
+    def release(self, *, force: bool = False, wait: float = 5) -> list[Path]:
+        """Unmount what the store's storage mounted, once no podman tool works on it; returns
+        what it unmounted. With force (a store only its owner uses, as the tests'), the store's
+        running containers and remaining tools are stopped first. Without force, a store still in
+        use (a podman command, a running container) after `wait` seconds is left as it is: its last
+        user releases it."""
+        if force:
+            if shutil.which("podman") is not None:
+                self.podman("stop", "--all", "--time", "2", check=False, timeout=120)
+            _terminate(self.processes())
+        else:  # a container's cleanup (`podman container cleanup`) may still be finishing
+            deadline = time.monotonic() + wait
+            while self.processes():
+                if time.monotonic() > deadline:
+                    return []
+                time.sleep(0.2)
+        done: list[Path] = []
+        for point in self.mounts():
+            proc = subprocess.run(["umount", str(point)], capture_output=True, check=False)
+            if proc.returncode != 0:  # busy: detach it now, the kernel frees it when unused
+                proc = subprocess.run(["umount", "-l", str(point)], capture_output=True)
+            if proc.returncode == 0:
+                done.append(point)
+        return done
 
     def _ping(self) -> bool:
         if not self.socket_path.exists():
@@ -196,6 +241,71 @@ class LocalPodman:
 
 
 ROOT_ENV = "TRAINIMG_PODMAN_ROOT"
+
+_TOOLS = frozenset(
+    {"podman", "conmon", "netavark", "aardvark-dns", "catatonit", "runc", "crun", "slirp4netns"}
+)
+
+
+def _unescape(field_: str) -> str:
+    """/proc/self/mountinfo writes space, tab, newline and backslash as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field_)
+
+
+def _under(path: str, roots: Sequence[Path]) -> bool:
+    return any(path == str(r) or path.startswith(f"{r}/") for r in roots)
+
+
+def mounts_under(
+    roots: Sequence[Path], mountinfo: Path = Path("/proc/self/mountinfo")
+) -> list[Path]:
+    """Mount points at or below any of roots, deepest first (the order they can be unmounted)."""
+    try:
+        lines = mountinfo.read_text().splitlines()
+    except OSError:
+        return []
+    points = {_unescape(line.split()[4]) for line in lines if len(line.split()) > 4}
+    found = [Path(p) for p in points if _under(p, roots)]
+    return sorted(found, key=lambda p: (-len(p.parts), str(p)))
+
+
+def store_processes(roots: Sequence[Path], proc: Path = Path("/proc")) -> list[int]:
+    """Pids of podman's tools whose command line or CONTAINERS_*CONF names a path under roots."""
+    me = os.getpid()
+    found: list[int] = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if not argv or Path(os.fsdecode(argv[0])).name not in _TOOLS:
+                continue
+            words = [os.fsdecode(a) for a in argv]
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            words += [
+                os.fsdecode(e).split("=", 1)[1]
+                for e in environ
+                if e.startswith((b"CONTAINERS_CONF=", b"CONTAINERS_STORAGE_CONF="))
+            ]
+        except OSError:  # it exited, or is not ours to read
+            continue
+        if any(_under(w, roots) or any(f"{r}/" in w for r in roots) for w in words):
+            found.append(int(entry.name))
+    return found
+
+
+def _terminate(pids: Sequence[int], timeout: float = 10) -> None:
+    """SIGTERM, then SIGKILL what is still there after timeout."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
+            time.sleep(0.1)
+        pids = [p for p in pids if Path(f"/proc/{p}").exists()]
+        if not pids:
+            return
 
 
 def from_environment() -> LocalPodman | None:

@@ -29,7 +29,7 @@ class CudaRelease:
     source: Source = CUDA_RELEASE_NOTES
 
 
-# CUDA release notes, Table 3 (Linux x86_64). compat-facts.md A.1.
+# CUDA release notes, Table 3 (Linux x86_64): CUDA_RELEASE_NOTES.
 CUDA_RELEASES: dict[str, CudaRelease] = {
     r.version.base_version: r
     for r in (
@@ -64,7 +64,7 @@ def cuda_tag(cuda: Version) -> str:
 
 # Minor-version compatibility: an application built with CUDA <major>.x runs on a driver at or
 # above this floor, with a limited feature set (no PTX JIT of newer PTX, no newer-driver APIs).
-# compat-facts.md A.2.
+# https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html
 MVC_FLOOR: dict[int, DriverVersion] = {
     11: DriverVersion("450.80.02"),
     12: DriverVersion("525.60.13"),
@@ -78,12 +78,12 @@ MVC_LIMITS = (
 )
 
 # Forward compatibility through cuda-compat-<major>-<minor>: data center GPUs only (GeForce gets
-# error 804), and only on the kernel-mode branches NVIDIA's matrix lists. compat-facts.md A.3.
+# error 804), and only on the kernel-mode branches NVIDIA's matrix lists (CUDA_FORWARD_COMPAT).
 FORWARD_COMPAT_BRANCHES: dict[str, tuple[int, ...]] = {"12.8": (535, 550)}
 FORWARD_COMPAT_SOURCE = CUDA_FORWARD_COMPAT
 
 # The brand windows NVIDIA writes into NVIDIA_REQUIRE_CUDA of its 12.8.1 images, in its order:
-# no "geforce" (nor "titan") term. compat-facts.md A.4.
+# no "geforce" (nor "titan") term (NVIDIA_CUDA_IMAGE_12_8_1).
 REQUIRE_BRANDS: tuple[str, ...] = (
     "unknown",
     "grid",

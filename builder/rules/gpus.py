@@ -35,7 +35,7 @@ class Gpu:
 
 _UNCONF = Source(CUDA_GPUS.ref, confirmed=False)
 
-# Compute capabilities: https://developer.nvidia.com/cuda-gpus (compat-facts.md B).
+# Compute capabilities: https://developer.nvidia.com/cuda-gpus.
 # Open modules are required on Grace Hopper and Blackwell (open-modules blog).
 # Min branches: Blackwell R570 (CUDA 12.8 -> 570.26). Earlier generations: the branch of the
 # first CUDA with their target (11.0 -> R450, 11.8 -> R520), not read from a primary source.

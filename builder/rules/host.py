@@ -2,7 +2,6 @@
 and the DKMS signing key live, what the kernel module and NVML report, the host OS lifecycles.
 
 Each fact carries its source; `builder/preflight` only reads them here and never restates one.
-compat-facts.md sections D, E and G hold the originals.
 """
 
 from __future__ import annotations

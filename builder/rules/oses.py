@@ -40,7 +40,8 @@ class Distro:
 
 # EL9: Python 3.9 default, 3.11 since 9.2, 3.12 since 9.4 (AppStream); system GCC 11, glibc 2.34.
 # CentOS Stream 9 ends with RHEL 9 full support (2027-05-31); RHEL 9 maintenance ends
-# 2032-05-31 (compat-facts.md D; primary sources not read). Rocky follows RHEL's dates.
+# 2032-05-31 (https://access.redhat.com/support/policy/updates/errata, unconfirmed: read only in
+# secondary sources). Rocky follows RHEL's dates.
 def _el9(
     key: str,
     name: str,

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Source:
-    """A citation: a URL or `owner/repo@sha:path`, and whether a primary source confirmed it."""
+    """A citation: a public URL (or a file of this repository), and whether a primary source
+    confirmed it."""
 
     ref: str
     confirmed: bool = True
@@ -16,7 +17,7 @@ class Source:
         return self.ref if self.confirmed else f"{self.ref} (unconfirmed)"
 
 
-# The sources cited most often, named once (see ../shared/reference/compat-facts.md sections).
+# The sources cited most often, named once.
 CUDA_RELEASE_NOTES = Source(
     "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html (Table 3)"
 )
@@ -27,10 +28,13 @@ CUDA_FORWARD_COMPAT = Source(
     "https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html"
 )
 NVIDIA_CUDA_IMAGE_12_8_1 = Source(
-    "pranavmishra90/nvidia-container-images-cuda@60a1c892:dist/12.8.1/rockylinux9/base/Dockerfile"
-    " (GitHub copy of gitlab.com/nvidia/container-images/cuda)"
+    "https://github.com/pranavmishra90/nvidia-container-images-cuda/blob/60a1c892/"
+    "dist/12.8.1/rockylinux9/base/Dockerfile"
+    " (GitHub copy of https://gitlab.com/nvidia/container-images/cuda)"
 )
-LIBNVIDIA_CONTAINER_DSL = Source("NVIDIA/libnvidia-container src/cli/dsl.c, src/cli/configure.c")
+LIBNVIDIA_CONTAINER_DSL = Source(
+    "https://github.com/NVIDIA/libnvidia-container (src/cli/dsl.c, src/cli/configure.c)"
+)
 CUDA_GPUS = Source("https://developer.nvidia.com/cuda-gpus")
 BLACKWELL_COMPAT_GUIDE = Source(
     "https://docs.nvidia.com/cuda/blackwell-compatibility-guide/index.html"
@@ -41,5 +45,7 @@ OPEN_MODULES_BLOG = Source(
 )
 DRIVER_INSTALL_GUIDE = Source("https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/")
 DATACENTER_DRIVER_LIFECYCLE = Source("https://docs.nvidia.com/datacenter/tesla/drivers/")
-TORCH_BUILD_CUDA_SH = Source("pytorch/pytorch@00c7a380:.ci/manywheel/build_cuda.sh")
+TORCH_BUILD_CUDA_SH = Source(
+    "https://github.com/pytorch/pytorch/blob/00c7a380/.ci/manywheel/build_cuda.sh"
+)
 PYPI_TORCH_FILES = Source("https://pypi.org/simple/torch/ (wheel file tags, read 2026-11-29)")

@@ -9,7 +9,7 @@ from builder.rules.sources import PYPI_TORCH_FILES, TORCH_BUILD_CUDA_SH, Source
 
 _ARCH_2_8 = ("sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
 
-# Compiled SASS per torch minor for cu128 builds (no trailing PTX). compat-facts.md C.2.
+# Compiled SASS per torch minor for cu128 builds (no trailing PTX): ARCH_LIST_SOURCES.
 CU128_ARCH_LIST: dict[str, tuple[str, ...]] = {
     "2.7": ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"),
     "2.8": _ARCH_2_8,
@@ -27,7 +27,7 @@ ARCH_LIST_SOURCES: dict[str, Source] = {
         "https://github.com/pytorch/pytorch/pull/172598"
     ),
 }
-# cu128 wheels exist for 2.7.x through 2.11.x; 2.12 and later publish none. compat-facts.md C.1.
+# cu128 wheels exist for 2.7.x through 2.11.x; 2.12 and later publish none (CU128_SOURCE).
 CU128_TORCH = ("2.7", "2.8", "2.9", "2.10", "2.11")
 CU128_SOURCE = Source(
     "https://download.pytorch.org/whl/cu128; https://github.com/pytorch/pytorch/issues/178665"
@@ -46,7 +46,7 @@ PYTHON_TAGS: dict[str, tuple[str, ...]] = {
 }
 PYTHON_TAGS_SOURCE = PYPI_TORCH_FILES
 
-# Wheels are manylinux_2_28: glibc >= 2.28 on the image's OS. compat-facts.md C.1 (PEP 600).
+# Wheels are manylinux_2_28: glibc >= 2.28 on the image's OS (PEP 600).
 MANYLINUX_GLIBC = Version("2.28")
 MANYLINUX_SOURCE = Source("https://peps.python.org/pep-0600/; torch wheel file names")
 
@@ -66,7 +66,8 @@ TORCHAO_ABI_STABLE: tuple[tuple[Version, str], ...] = (
 )
 TORCHAO_SOURCE = Source(
     "https://github.com/pytorch/ao/issues/2919; https://github.com/pytorch/ao/pull/4154; "
-    "../shared/reference/trainer-notes.md (0.18.0 on 2.13.0+cpu)"
+    "https://github.com/pytorch/ao/releases/tag/v0.18.0; 0.18.0 on 2.13.0+cpu: "
+    "builder/verify/suite/test_image.py (test_train_fp8_fwd in the debian12-cpu image)"
 )
 
 

@@ -15,8 +15,8 @@ from builder.matrix.model import Cell, Project
 from builder.requirements import nvidia_require_cuda
 from builder.rules import cuda as cuda_rules
 
-# /etc/os-release of each matrix OS: ID and the VERSION_ID prefix (compat-facts.md D; each
-# distribution's own os-release).
+# /etc/os-release of each matrix OS: ID and the VERSION_ID prefix (each distribution's own
+# os-release, https://www.freedesktop.org/software/systemd/man/latest/os-release.html).
 OS_RELEASE: dict[str, tuple[str, str]] = {
     "centos-stream9": ("centos", "9"),
     "ubi9": ("rhel", "9"),

@@ -1,5 +1,5 @@
 """builder.requirements against NVIDIA's own NVIDIA_REQUIRE_CUDA for CUDA 12.8 images and the
-semantics of libnvidia-container's DSL (compat-facts.md A.4; src/cli/dsl.c, configure.c)."""
+semantics of libnvidia-container's DSL (NVIDIA/libnvidia-container src/cli/dsl.c, configure.c)."""
 
 from __future__ import annotations
 

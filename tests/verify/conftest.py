@@ -26,7 +26,7 @@ from . import cuda_stubs
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("TRAINIMG_VERIFY_CACHE", REPO / ".cache" / "verify"))
-TORCH_SPEC = "torch==2.9.1"  # a cu128 build on PyPI (compat-facts.md C.1, C.2)
+TORCH_SPEC = "torch==2.9.1"  # a cu128 build on PyPI (builder/rules/torch_builds.py)
 CURAND_SPEC = "nvidia-curand-cu12==10.3.9.90"  # the cuRAND torch 2.9.1 pins; 64 MB
 CUOBJDUMP_SPEC = "nvidia-cuda-cuobjdump==13.2.51"  # NVIDIA's lister, 0.3 MB
 PLATFORM = ["--python-version", "3.11", "--only-binary=:all:"]

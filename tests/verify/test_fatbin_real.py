@@ -48,7 +48,7 @@ def test_libtorch_cuda_has_blackwell_sass_and_no_maxwell(libtorch_cuda: Path) ->
     assert "sm_50" not in scan.container_counts()
     # the build arches are exactly what builder.rules promises for torch 2.9 cu128
     assert every == PROMISED_2_9
-    assert scan.ptx == []  # cu128 wheels ship no PTX (compat-facts.md C.2)
+    assert scan.ptx == []  # cu128 wheels ship no PTX (builder/rules/torch_builds.py)
     assert scan.containers > 100
     assert scan.compressed == len(scan.entries)  # built with -Xfatbin -compress-all
     assert {e.compression for e in scan.entries} == {"lz4"}
