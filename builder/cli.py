@@ -18,6 +18,8 @@ from builder.commands import (
     matrix_cmd,
     preflight_cmd,
     render_cmd,
+    run_cmd,
+    slurm_cmd,
     verify_cmd,
     wheelhouse_cmd,
 )
@@ -32,6 +34,8 @@ COMMANDS = (
     verify_cmd,
     arches_cmd,
     preflight_cmd,
+    run_cmd,
+    slurm_cmd,
 )
 
 
