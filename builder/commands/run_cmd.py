@@ -22,6 +22,7 @@ from builder.launch.request import (
     LaunchError,
     RunRequest,
     check_name,
+    parse_add_host,
     parse_env,
     parse_gpus,
     parse_rdzv,
@@ -74,6 +75,24 @@ def register(sub: Any) -> None:
         "--network", metavar="MODE", help="host (default with --nnodes > 1), none (default), ..."
     )
     p.add_argument(
+        "--hostname",
+        metavar="NAME",
+        help="the container's host name (default: the engine's choice)",
+    )
+    p.add_argument(
+        "--local-addr",
+        metavar="ADDR",
+        help="this node's address as the others reach it (torchrun --local-addr; default its "
+        "host name); distinct loopback addresses let several nodes share one machine",
+    )
+    p.add_argument(
+        "--add-host",
+        action="append",
+        default=[],
+        metavar="NAME:IP",
+        help="an /etc/hosts entry in the container (nodes without DNS; repeatable)",
+    )
+    p.add_argument(
         "--shm-size", metavar="SIZE", help="a private /dev/shm of SIZE instead of --ipc=host"
     )
     p.add_argument(
@@ -118,6 +137,9 @@ def request_from(args: argparse.Namespace, image: str, rest: list[str]) -> RunRe
         rdzv_id=check_name(args.rdzv_id, "--rdzv-id"),
         network=args.network,
         shm_size=args.shm_size,
+        local_addr=parse_rdzv(f"{args.local_addr}:1").host if args.local_addr else None,
+        add_hosts=tuple(parse_add_host(h) for h in args.add_host),
+        hostname=check_name(args.hostname, "--hostname") if args.hostname else None,
         stop_timeout=args.stop_timeout,
         name=check_name(args.name or f"trainimg-run-{secrets.token_hex(4)}", "--name"),
         env=parse_env(args.env),

@@ -20,6 +20,10 @@ def argv(run: ContainerRun) -> list[str]:
     if run.user:
         out += ["--user", run.user]
     out.append(f"--network={run.network}")
+    if run.hostname:
+        out += ["--hostname", run.hostname]
+    for name, ip in run.add_hosts:
+        out += ["--add-host", f"{name}:{ip}"]
     if run.ipc:
         out.append(f"--ipc={run.ipc}")
     if run.shm_size:

@@ -40,15 +40,17 @@ def podman_kwargs(run: ContainerRun) -> dict[str, Any]:
         "network_mode": run.network,
         "stop_signal": int(signal.Signals[run.stop_signal]),  # libpod takes the number
         "stop_timeout": run.stop_timeout,
-        "ulimits": [
-            {"Name": n, "Soft": _rlimit(s), "Hard": _rlimit(h)} for n, s, h in run.ulimits
-        ],
+        "ulimits": [{"Name": n, "Soft": _rlimit(s), "Hard": _rlimit(h)} for n, s, h in run.ulimits],
         "volumes": {
             m.source: {"bind": m.target, "extended_mode": list(m.options)} for m in run.mounts
         },
     }
     if run.entrypoint is not None:
         kw["entrypoint"] = list(run.entrypoint)
+    if run.hostname:
+        kw["hostname"] = run.hostname
+    if run.add_hosts:
+        kw["extra_hosts"] = dict(run.add_hosts)
     if run.ipc:
         kw["ipc_mode"] = run.ipc
     if run.shm_size:
@@ -74,6 +76,8 @@ def docker_kwargs(run: ContainerRun) -> tuple[dict[str, Any], dict[str, Any]]:
         "network_mode": run.network,
         "ulimits": [Ulimit(name=n, soft=s, hard=h) for n, s, h in run.ulimits],
     }
+    if run.add_hosts:
+        host["extra_hosts"] = dict(run.add_hosts)
     if run.ipc:
         host["ipc_mode"] = run.ipc
     if run.shm_size:
@@ -97,6 +101,8 @@ def docker_kwargs(run: ContainerRun) -> tuple[dict[str, Any], dict[str, Any]]:
         create["entrypoint"] = list(run.entrypoint)
     if run.user:
         create["user"] = run.user
+    if run.hostname:
+        create["hostname"] = run.hostname
     return create, host
 
 
@@ -269,7 +275,17 @@ def execute(
         return code
     finally:
         if cid is not None:
-            client.remove(cid)
+            _remove(client, cid, run)
+
+
+def _remove(client: RunClient, cid: str, run: ContainerRun) -> None:
+    try:
+        client.remove(cid)
+    except Exception as exc:  # the engine went away meanwhile: say what is left behind
+        raise EngineError(
+            f"{run.engine}: could not remove container {run.name} ({_explain(exc)}); remove it "
+            f"with `{run.engine} rm -f {run.name}`"
+        ) from None
 
 
 def _quiet(fn: Callable[[str, str], None], cid: str, sig: str) -> None:

@@ -65,6 +65,8 @@ class ContainerRun:
     user: str | None = None
     security_opt: tuple[str, ...] = ()
     network: str = "none"
+    hostname: str | None = None
+    add_hosts: tuple[tuple[str, str], ...] = ()
     stop_signal: str = "SIGTERM"
     stop_timeout: int = 120
     labels: tuple[tuple[str, str], ...] = ()
@@ -232,6 +234,8 @@ def _launcher(
             f"--rdzv-endpoint={req.rdzv}",
             f"--rdzv-id={req.rdzv_id}",
         ]
+        if req.local_addr:
+            run.append(f"--local-addr={req.local_addr}")
         if req.node_rank == 0:
             run.append("--rdzv-conf=is_host=true")
         else:
@@ -337,6 +341,8 @@ def plan_run(req: RunRequest, host: HostFacts, image: ImageInfo) -> ContainerRun
         user=user,
         security_opt=security,
         network=network,
+        hostname=req.hostname,
+        add_hosts=req.add_hosts,
         stop_timeout=req.stop_timeout,
         labels=((RUN_LABEL, req.name),),
         notes=tuple(notes),

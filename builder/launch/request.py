@@ -66,6 +66,19 @@ def check_name(text: str, what: str) -> str:
     return text
 
 
+def parse_add_host(text: str) -> tuple[str, str]:
+    import ipaddress
+
+    name, sep, ip = text.partition(":")
+    try:
+        ipaddress.ip_address(ip)
+    except ValueError:
+        ip = ""
+    if not sep or not ip or not _HOST.match(name):
+        raise LaunchError(f"--add-host {text!r}: expected NAME:IP, e.g. --add-host node0:10.0.0.1")
+    return name, ip
+
+
 def parse_env(items: list[str]) -> dict[str, str]:
     """`--env KEY=VALUE` (repeatable)."""
     out = {}
@@ -93,6 +106,9 @@ class RunRequest:
     shm_size: str | None = None  # set: --shm-size instead of --ipc=host
     stop_timeout: int = DEFAULT_STOP_TIMEOUT
     name: str = "trainimg-run"
+    hostname: str | None = None
+    local_addr: str | None = None  # torchrun --local-addr: this node's address for the others
+    add_hosts: tuple[tuple[str, str], ...] = ()  # --add-host NAME:IP (/etc/hosts entries)
     env: Mapping[str, str] = field(default_factory=dict)  # --env KEY=VALUE
 
 
