@@ -12,6 +12,7 @@ from typing import Any
 
 from builder.commands.common import shared_options
 from builder.commands.run_cmd import trainer_words
+from builder.launch.request import LaunchError
 from builder.launch.slurm import DEFAULT_GRACE, DEFAULT_PORT, SlurmJob, render
 from builder.render import atomic_write
 from builder.verify.target import find_cell, load_workspace, resolve_image
@@ -36,8 +37,10 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("target", metavar="CELL|IMAGE")
-    p.add_argument("--nodes", type=int, required=True, metavar="N")
-    p.add_argument("--gpus-per-node", type=int, required=True, metavar="G", help="0: CPU nodes")
+    p.add_argument("--nodes", type=int, metavar="N", help="nodes (required)")
+    p.add_argument(
+        "--gpus-per-node", type=int, metavar="G", help="GPUs per node, 0 for CPU nodes (required)"
+    )
     p.add_argument("--partition", metavar="P")
     p.add_argument("--time", metavar="T", help="the job's time limit (HH:MM:SS, D-HH:MM, MIN)")
     p.add_argument("--data", metavar="DIR", help="shared directory mounted read-only at /data")
@@ -70,6 +73,8 @@ def register(sub: Any) -> None:
 
 def slurm_command(args: argparse.Namespace) -> int:
     rest = trainer_words(args)
+    if args.nodes is None or args.gpus_per_node is None:
+        raise LaunchError("trainimg slurm needs --nodes N and --gpus-per-node G (0 for CPU nodes)")
     image = resolve_image(args.target, args.matrix)
     cell = find_cell(load_workspace(args.matrix), args.target)
     job = SlurmJob(

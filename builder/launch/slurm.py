@@ -36,6 +36,7 @@ DEFAULT_PORT = 29500
 _RDZV_HOST = "trainimg-rdzv-host"
 _RDZV_ID = "trainimg-rdzv-id"
 _NAME = "trainimg-slurm-node"
+_LOCAL_ADDR = "trainimg-local-addr"
 _NODE_NAME = '"trainimg-$SLURM_JOB_ID-$SLURM_NODEID"'
 # per-node words: what the plan holds -> what the script writes (double-quoted, expanded there)
 _VARIABLE_WORDS = {
@@ -43,6 +44,7 @@ _VARIABLE_WORDS = {
     f"--rdzv-endpoint={_RDZV_HOST}:{DEFAULT_PORT}": '--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"',
     f"--rdzv-id={_RDZV_ID}": '--rdzv-id="trainimg-$SLURM_JOB_ID"',
     "--rdzv-conf=is_host=true": '--rdzv-conf=is_host="$is_host"',
+    f"--local-addr={_LOCAL_ADDR}": '--local-addr="$local_addr"',
     _NAME: _NODE_NAME,
     f"{RUN_LABEL}={_NAME}": f"{RUN_LABEL}={_NODE_NAME}",
 }
@@ -96,7 +98,9 @@ def node_plan(job: SlurmJob) -> ContainerRun:
     req = RunRequest(
         image=job.image,
         trainer_args=job.trainer_args,
-        gpus=job.gpus_per_node if job.gpus_per_node else "none",
+        # every GPU of the node through CDI; Slurm's CUDA_VISIBLE_DEVICES (passed through)
+        # selects the ones allocated to the job
+        gpus="all" if job.gpus_per_node else "none",
         data=job.data,
         ckpt=job.ckpt,
         nnodes=job.nodes,
@@ -104,6 +108,7 @@ def node_plan(job: SlurmJob) -> ContainerRun:
         rdzv=Rendezvous(_RDZV_HOST, DEFAULT_PORT),
         nproc_per_node=max(job.gpus_per_node, 1),
         rdzv_id=_RDZV_ID,
+        local_addr=_LOCAL_ADDR,
         network="host",
         name=_NAME,
     )
@@ -146,8 +151,10 @@ def _words(argv: list[str]) -> str:
 
 
 def _passthrough() -> list[str]:
-    """podman's own wildcard passthrough: every NCCL_*/TORCH_*/GLOO_* of the job's environment."""
-    return ["--env", "NCCL_*", "--env", "TORCH_*", "--env", "GLOO_*"]
+    """podman's own passthrough (a name without a value; `*` globs): the job's NCCL_*, TORCH_*,
+    GLOO_* and Slurm's CUDA_VISIBLE_DEVICES."""
+    return ["--env", "NCCL_*", "--env", "TORCH_*", "--env", "GLOO_*", "--env",
+            "CUDA_VISIBLE_DEVICES"]
 
 
 def render(job: SlurmJob) -> str:
