@@ -11,6 +11,7 @@ per SDK, no change to the engines. The container is removed in a `finally`, what
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import sys
 import threading
@@ -220,10 +221,19 @@ def _forward_signals(send: Callable[[str], None]) -> Iterator[None]:
             signal.signal(s, h)
 
 
-def _pump(chunks: Iterator[bytes], write: Write) -> None:
-    with contextlib.suppress(Exception):  # the stream ends (or breaks) when the container goes
-        for chunk in chunks:
-            write(chunk)
+def _pump(open_stream: Callable[[], Iterator[bytes]], write: Write, ended: threading.Event) -> None:
+    """Copy the container's stream to `write`. A follow request made just after start can
+    end at once, empty (podman 4.3: measured here), so an empty stream is asked for again
+    until the container has ended; a stream that delivered anything is read to its end."""
+    while True:
+        got = False
+        with contextlib.suppress(Exception):  # the stream breaks when the container goes
+            for chunk in open_stream():
+                got = True
+                write(chunk)
+        if got or ended.is_set():
+            return
+        ended.wait(0.2)
 
 
 def _writer(stream: IO[str]) -> Write:
@@ -262,16 +272,22 @@ def execute(
         if on_started is not None:
             on_started(cid)
         started = cid
+        ended = threading.Event()
         pumps = [
-            threading.Thread(target=_pump, args=(client.logs(started, s), w), daemon=True)
+            threading.Thread(
+                target=_pump,
+                args=(functools.partial(client.logs, started, s), w, ended),
+                daemon=True,
+            )
             for s, w in ((False, out), (True, err))
         ]
         for t in pumps:
             t.start()
         with _forward_signals(lambda sig: _quiet(client.kill, started, sig)):
             code = client.wait(started)
+        ended.set()
         for t in pumps:
-            t.join(timeout=10)
+            t.join(timeout=30)
         return code
     finally:
         if cid is not None:

@@ -153,8 +153,16 @@ def _words(argv: list[str]) -> str:
 def _passthrough() -> list[str]:
     """podman's own passthrough (a name without a value; `*` globs): the job's NCCL_*, TORCH_*,
     GLOO_* and Slurm's CUDA_VISIBLE_DEVICES."""
-    return ["--env", "NCCL_*", "--env", "TORCH_*", "--env", "GLOO_*", "--env",
-            "CUDA_VISIBLE_DEVICES"]
+    return [
+        "--env",
+        "NCCL_*",
+        "--env",
+        "TORCH_*",
+        "--env",
+        "GLOO_*",
+        "--env",
+        "CUDA_VISIBLE_DEVICES",
+    ]
 
 
 def render(job: SlurmJob) -> str:
