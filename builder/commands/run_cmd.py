@@ -110,17 +110,29 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--no-check", action="store_true", help="skip the driver vs NVIDIA_REQUIRE_CUDA check"
     )
-    p.add_argument("trainer_args", nargs=argparse.REMAINDER, metavar="-- TRAINER ARGS")
-    p.set_defaults(func=run_command, parser=p)
+    p.set_defaults(func=run_command)
+    takes_trainer_args(p)
 
 
-def trainer_words(args: argparse.Namespace) -> list[str]:
-    """The words after `--`. argparse hands everything after CELL to the REMAINDER positional
-    (options included), so the options before `--` are parsed here, into the same namespace."""
-    words = list(args.trainer_args)
-    cut = words.index("--") if "--" in words else len(words)
-    args.parser.parse_args([*words[:cut], args.target], namespace=args)
-    return words[cut + 1 :]
+class TrainerArgsParser(argparse.ArgumentParser):
+    """Splits its arguments at the first `--`: what follows goes, untouched, to the trainer
+    (args.trainer_args). argparse alone cannot do it: a positional list after CELL swallows the
+    options in between, and it drops a `--` that directly follows CELL."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: list[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        words = list(sys.argv[1:] if args is None else args)
+        cut = words.index("--") if "--" in words else len(words)
+        ns, extras = super().parse_known_args(words[:cut], namespace)
+        ns.trainer_args = words[cut + 1 :]
+        return ns, extras
+
+
+def takes_trainer_args(p: argparse.ArgumentParser) -> None:
+    """Make subparser `p` a TrainerArgsParser (subparsers are all made by one class)."""
+    p.__class__ = TrainerArgsParser
+    p.usage = p.format_usage().removeprefix("usage: ").rstrip() + " [-- TRAINER ARGS]"
 
 
 def request_from(args: argparse.Namespace, image: str, rest: list[str]) -> RunRequest:
@@ -147,7 +159,7 @@ def request_from(args: argparse.Namespace, image: str, rest: list[str]) -> RunRe
 
 
 def run_command(args: argparse.Namespace) -> int:
-    rest = trainer_words(args)
+    rest = list(args.trainer_args)
     image = resolve_image(args.target, args.matrix)
     req = request_from(args, image, rest)
     check_request(req)  # before any engine is contacted

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from builder.commands.common import shared_options
-from builder.commands.run_cmd import trainer_words
+from builder.commands.run_cmd import takes_trainer_args
 from builder.launch.request import LaunchError
 from builder.launch.slurm import DEFAULT_GRACE, DEFAULT_PORT, SlurmJob, render
 from builder.render import atomic_write
@@ -67,12 +67,12 @@ def register(sub: Any) -> None:
         help="the nodes run rootful podman (default: rootless, --userns=keep-id)",
     )
     p.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
-    p.add_argument("trainer_args", nargs=argparse.REMAINDER, metavar="-- TRAINER ARGS")
-    p.set_defaults(func=slurm_command, parser=p)
+    p.set_defaults(func=slurm_command)
+    takes_trainer_args(p)
 
 
 def slurm_command(args: argparse.Namespace) -> int:
-    rest = trainer_words(args)
+    rest = list(args.trainer_args)
     if args.nodes is None or args.gpus_per_node is None:
         raise LaunchError("trainimg slurm needs --nodes N and --gpus-per-node G (0 for CPU nodes)")
     image = resolve_image(args.target, args.matrix)

@@ -218,3 +218,25 @@ def test_port_in_use() -> None:
         port = s.getsockname()[1]
         assert hostfacts.port_in_use("127.0.0.1", port)
     assert not hostfacts.port_in_use("127.0.0.1", port)
+
+
+@pytest.mark.parametrize(
+    ("argv", "data", "trainer"),
+    [
+        (["run", "IMG", "--", "--preset", "nope"], None, ["--preset", "nope"]),
+        (["run", "IMG", "--data", "/d", "--", "--steps", "1"], "/d", ["--steps", "1"]),
+        (["run", "IMG", "--data", "/d"], "/d", []),
+        (
+            ["run", "--data", "/d", "IMG", "--", "--data", "/data/t.bin"],
+            "/d",
+            ["--data", "/data/t.bin"],
+        ),  # the trainer's own --data stays the trainer's
+    ],
+)
+def test_trainer_args_follow_the_double_dash(
+    argv: list[str], data: str | None, trainer: list[str]
+) -> None:
+    from builder.cli import build_parser
+
+    args = build_parser().parse_args(argv)
+    assert (args.target, args.data, args.trainer_args) == ("IMG", data, trainer)
