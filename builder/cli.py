@@ -20,6 +20,8 @@ from builder.commands import (
     matrix_cmd,
     preflight_cmd,
     render_cmd,
+    run_cmd,
+    slurm_cmd,
     verify_cmd,
     wheelhouse_cmd,
 )
@@ -36,6 +38,8 @@ COMMANDS = (
     preflight_cmd,
     compat_cmd,
     env_cmd,
+    run_cmd,
+    slurm_cmd,
 )
 
 

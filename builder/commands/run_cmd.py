@@ -1,0 +1,194 @@
+"""`trainimg run CELL|IMAGE [options] -- TRAINER ARGS`: start the bundled trainer right on this
+host (GPUs, NCCL, SELinux, user mapping, stop timeout), on one node or several (docs/run.md).
+
+Exit codes: the trainer's own (0 finished, 2 bad input, 3 numerical stop, 130/143 interrupted
+with a checkpoint); 2 also when trainimg refuses to start (with the reason and the fix), and
+then no container is left behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import sys
+from typing import Any
+
+from builder.commands.common import add_engine_options, shared_options
+from builder.engines.discover import engine_session
+from builder.launch import cli_line, execute, gpucheck, hostfacts
+from builder.launch.plan import check_request, plan_run
+from builder.launch.request import (
+    DEFAULT_STOP_TIMEOUT,
+    LaunchError,
+    RunRequest,
+    check_name,
+    parse_add_host,
+    parse_env,
+    parse_gpus,
+    parse_rdzv,
+)
+from builder.verify.target import resolve_image
+
+EPILOG = """\
+examples:
+  trainimg run CELL --gpus all --data ~/tokens --ckpt ~/ckpt -- --config /data/run.yaml --resume
+  trainimg run CELL --gpus none --dry-run -- --preset bf16 --steps 8
+  trainimg run CELL --nnodes 2 --node-rank 0 --rdzv node0:29500 --gpus all -- --parallel fsdp
+
+exit codes: the trainer's (0 finished, 2 bad input, 3 numerical stop, 130/143 stopped with a
+checkpoint); 2 when trainimg refuses to start (the reason and the fix on stderr)
+"""
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "run",
+        parents=[shared_options()],
+        help="run the bundled trainer in IMAGE (or CELL's image) right for this host",
+        description=(
+            "Compose the engine's run for this host and image: GPUs (CDI on podman, a device "
+            "request on docker), --ipc=host and memlock for NCCL, /data and /ckpt volumes with "
+            "SELinux labels when enforcing, user mapping so checkpoints belong to you, "
+            "NCCL_*/TORCH_*/GLOO_*/CUDA_VISIBLE_DEVICES passed through, and a stop timeout that "
+            "lets the trainer checkpoint. Arguments after -- go to `trainer train`."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("target", metavar="CELL|IMAGE")
+    add_engine_options(p)
+    p.add_argument(
+        "--gpus", default="none", metavar="all|N|none", help="GPUs for the container (default none)"
+    )
+    p.add_argument("--data", metavar="DIR", help="host directory mounted read-only at /data")
+    p.add_argument(
+        "--ckpt", metavar="DIR", help="host directory mounted at /ckpt (adds --ckpt-dir /ckpt)"
+    )
+    p.add_argument("--nnodes", type=int, default=1, metavar="N", help="nodes in the job")
+    p.add_argument("--node-rank", type=int, default=0, metavar="R", help="this node (0 .. N-1)")
+    p.add_argument("--rdzv", metavar="HOST:PORT", help="node 0's rendezvous endpoint (c10d)")
+    p.add_argument("--rdzv-id", default="trainimg", metavar="ID", help="the job's rendezvous id")
+    p.add_argument(
+        "--nproc-per-node", type=int, metavar="N", help="processes here (default: GPUs, or 1)"
+    )
+    p.add_argument(
+        "--network", metavar="MODE", help="host (default with --nnodes > 1), none (default), ..."
+    )
+    p.add_argument(
+        "--hostname",
+        metavar="NAME",
+        help="the container's host name (default: the engine's choice)",
+    )
+    p.add_argument(
+        "--local-addr",
+        metavar="ADDR",
+        help="this node's address as the others reach it (torchrun --local-addr; default its "
+        "host name); distinct loopback addresses let several nodes share one machine",
+    )
+    p.add_argument(
+        "--add-host",
+        action="append",
+        default=[],
+        metavar="NAME:IP",
+        help="an /etc/hosts entry in the container (nodes without DNS; repeatable)",
+    )
+    p.add_argument(
+        "--shm-size", metavar="SIZE", help="a private /dev/shm of SIZE instead of --ipc=host"
+    )
+    p.add_argument(
+        "--stop-timeout",
+        type=int,
+        default=DEFAULT_STOP_TIMEOUT,
+        metavar="S",
+        help=f"seconds `podman stop` waits for the checkpoint (default {DEFAULT_STOP_TIMEOUT})",
+    )
+    p.add_argument("--name", metavar="NAME", help="container name (default trainimg-run-XXXXXXXX)")
+    p.add_argument(
+        "--env", action="append", default=[], metavar="KEY=VALUE", help="extra environment"
+    )
+    p.add_argument("--dry-run", action="store_true", help="print the podman/docker run line")
+    p.add_argument(
+        "--no-check", action="store_true", help="skip the driver vs NVIDIA_REQUIRE_CUDA check"
+    )
+    p.set_defaults(func=run_command)
+    takes_trainer_args(p)
+
+
+class TrainerArgsParser(argparse.ArgumentParser):
+    """Splits its arguments at the first `--`: what follows goes, untouched, to the trainer
+    (args.trainer_args). argparse alone cannot do it: a positional list after CELL swallows the
+    options in between, and it drops a `--` that directly follows CELL."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: list[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        words = list(sys.argv[1:] if args is None else args)
+        cut = words.index("--") if "--" in words else len(words)
+        ns, extras = super().parse_known_args(words[:cut], namespace)
+        ns.trainer_args = words[cut + 1 :]
+        return ns, extras
+
+
+def takes_trainer_args(p: argparse.ArgumentParser) -> None:
+    """Make subparser `p` a TrainerArgsParser (subparsers are all made by one class)."""
+    p.__class__ = TrainerArgsParser
+    p.usage = p.format_usage().removeprefix("usage: ").rstrip() + " [-- TRAINER ARGS]"
+
+
+def request_from(args: argparse.Namespace, image: str, rest: list[str]) -> RunRequest:
+    return RunRequest(
+        image=image,
+        trainer_args=tuple(rest),
+        gpus=parse_gpus(args.gpus),
+        data=args.data,
+        ckpt=args.ckpt,
+        nnodes=args.nnodes,
+        node_rank=args.node_rank,
+        rdzv=parse_rdzv(args.rdzv) if args.rdzv else None,
+        nproc_per_node=args.nproc_per_node,
+        rdzv_id=check_name(args.rdzv_id, "--rdzv-id"),
+        network=args.network,
+        shm_size=args.shm_size,
+        local_addr=parse_rdzv(f"{args.local_addr}:1").host if args.local_addr else None,
+        add_hosts=tuple(parse_add_host(h) for h in args.add_host),
+        hostname=check_name(args.hostname, "--hostname") if args.hostname else None,
+        stop_timeout=args.stop_timeout,
+        name=check_name(args.name or f"trainimg-run-{secrets.token_hex(4)}", "--name"),
+        env=parse_env(args.env),
+    )
+
+
+def run_command(args: argparse.Namespace) -> int:
+    rest = list(args.trainer_args)
+    image = resolve_image(args.target, args.matrix)
+    req = request_from(args, image, rest)
+    check_request(req)  # before any engine is contacted
+    dirs = [d for d in (req.data, req.ckpt) if d is not None]
+    with engine_session(args.engine, args.url) as engine:
+        info = engine.inspect_image(image)
+        client = execute.client_for(engine)
+        try:
+            host = hostfacts.read_host(engine.name, client.rootless(), dirs)
+            plan = plan_run(req, host, info)
+            verdict = gpucheck.check_driver(image, info, host, req.gpus != "none")
+            if not verdict.ok and not args.no_check:
+                raise LaunchError(verdict.message)
+            print(
+                f"trainimg: {verdict.message}" + (" (--no-check)" if not verdict.ok else ""),
+                file=sys.stderr,
+            )
+            hosting = req.rdzv is not None and req.node_rank == 0 and plan.network == "host"
+            if hosting and req.rdzv and hostfacts.port_in_use(req.rdzv.host, req.rdzv.port):
+                raise LaunchError(
+                    f"--rdzv {req.rdzv}: port {req.rdzv.port} is already in use on this "
+                    "host; pick a free one (the same --rdzv on every node), e.g. "
+                    f"--rdzv {req.rdzv.host}:{req.rdzv.port + 1}"
+                )
+            for note in plan.notes:
+                print(f"trainimg: {note}", file=sys.stderr)
+            if args.dry_run:
+                print(cli_line.shell_line(plan))
+                return 0
+            return execute.execute(client, plan)
+        finally:
+            client.close()

@@ -1,0 +1,121 @@
+"""Read this host for the planner: SELinux, CDI specs, the NVIDIA driver and devices, the caller
+and the directories to mount. Read-only; every file is optional (absent = not there)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+
+from builder.launch.gpucheck import DRIVER_FILE
+from builder.launch.request import Directory, HostFacts
+from builder.preflight import parsers
+from builder.preflight.gather import catalogue_gpu
+from builder.requirements import Gpu
+from builder.rules import host as host_rules
+from builder.rules.host import CDI_SPEC_DIRS
+
+SELINUX_ENFORCE = "/sys/fs/selinux/enforce"
+NVIDIA_GPUS = "/proc/driver/nvidia/gpus"
+_MODEL = re.compile(r"^Model:\s*(.+)$", re.MULTILINE)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return None
+
+
+def selinux_enforcing(root: Path = Path("/")) -> bool:
+    return (_read(root / SELINUX_ENFORCE.lstrip("/")) or "0").strip() == "1"
+
+
+def cdi_devices(root: Path = Path("/")) -> tuple[str, ...]:
+    """`kind=name` of every device in the CDI specs under /etc/cdi and /var/run/cdi."""
+    out: list[str] = []
+    for directory in CDI_SPEC_DIRS:
+        d = root / directory.lstrip("/")
+        with contextlib.suppress(OSError):
+            for path in sorted(d.iterdir()):
+                if path.suffix not in (".yaml", ".yml", ".json"):
+                    continue
+                text = _read(path)
+                spec = parsers.cdi_spec(str(path), text) if text is not None else None
+                if spec is None or isinstance(spec, str):
+                    continue
+                out += [f"{spec.kind}={name}" for name in spec.devices if name]
+    return tuple(dict.fromkeys(out))
+
+
+def nvidia(root: Path = Path("/")) -> tuple[str | None, tuple[Gpu, ...], int]:
+    """(driver, GPUs as libnvidia-container judges them, device count) from /proc."""
+    text = _read(root / DRIVER_FILE.lstrip("/"))
+    module = parsers.nvidia_version(text) if text else None
+    gpus: list[Gpu] = []
+    count = 0
+    with contextlib.suppress(OSError):
+        for entry in sorted((root / NVIDIA_GPUS.lstrip("/")).iterdir()):
+            count += 1
+            info = _read(entry / "information") or ""
+            m = _MODEL.search(info)
+            cat = catalogue_gpu(m[1].strip(), None) if m else None
+            if cat is not None:
+                gpus.append(Gpu(f"{cat.cc[0]}.{cat.cc[1]}", host_rules.libnvc_brand(cat.brand)))
+    # an unidentified device makes per-GPU arch/brand terms unjudgeable: judge the driver alone
+    known = tuple(gpus) if len(gpus) == count else ()
+    return (module.version if module else None), known, count
+
+
+def directory(path: str) -> Directory:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return Directory(path, False)
+    return Directory(path, True, stat.S_ISDIR(st.st_mode), st.st_uid, st.st_gid, st.st_mode & 0o777)
+
+
+def read_host(
+    engine: str,
+    rootless: bool,
+    dirs: list[str],
+    env: Mapping[str, str] | None = None,
+    root: Path = Path("/"),
+) -> HostFacts:
+    driver, gpus, count = nvidia(root)
+    return HostFacts(
+        engine=engine,
+        rootless=rootless,
+        uid=os.getuid(),
+        gid=os.getgid(),
+        selinux_enforcing=selinux_enforcing(root),
+        cdi_devices=cdi_devices(root) if engine == "podman" else (),
+        gpu_count=count,
+        driver=driver,
+        gpus=gpus,
+        env=dict(os.environ if env is None else env),
+        dirs={d: directory(d) for d in dirs},
+    )
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """True when `host:port` is a local address whose port something else already holds (node
+    0 would fail to host the rendezvous there). A host that is not local is not ours to test."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    for family, kind, proto, _, addr in infos:
+        with socket.socket(family, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(addr)
+            except OSError as exc:
+                if exc.errno == 98:  # EADDRINUSE
+                    return True
+    return False

@@ -1,0 +1,349 @@
+"""The planner: a RunRequest, this host's facts and the image's metadata -> one ContainerRun.
+
+Pure: no engine, no file system. Every host-dependent choice is made here, with a note that
+says why, so `--dry-run` and the SDK run are the same plan (cli_line.py, execute.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from builder.engines.base import ImageInfo
+from builder.launch.request import (
+    CKPT,
+    DATA,
+    RUN_LABEL,
+    TRAINER_LABEL,
+    Directory,
+    HostFacts,
+    LaunchError,
+    RunRequest,
+)
+from builder.rules.host import CDI_SPEC_DIRS
+
+PASSTHROUGH_PREFIXES = ("NCCL_", "TORCH_", "GLOO_")
+PASSTHROUGH_NAMES = ("CUDA_VISIBLE_DEVICES",)
+CDI_GPU = "nvidia.com/gpu"
+CDI_FIX = (
+    "generate one with `sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml` "
+    "(nvidia-container-toolkit), check it with `nvidia-ctk cdi list`, or run on the CPU with "
+    "--gpus none"
+)
+TORCHRUN = ("-m", "torch.distributed.run")
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: str
+    target: str
+    read_only: bool
+    relabel: str | None  # "z" (shared) or "Z" (private) on SELinux-enforcing hosts
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        return ("ro" if self.read_only else "rw", *((self.relabel,) if self.relabel else ()))
+
+
+@dataclass(frozen=True)
+class ContainerRun:
+    """Everything `podman run` / `docker run` is given; both cli_line and execute read this."""
+
+    engine: str
+    image: str
+    name: str
+    command: tuple[str, ...]
+    entrypoint: tuple[str, ...] | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    mounts: tuple[Mount, ...] = ()
+    cdi_devices: tuple[str, ...] = ()  # podman
+    gpu_request: str | None = None  # docker: "all" or a count
+    ipc: str | None = None
+    shm_size: str | None = None
+    ulimits: tuple[tuple[str, int, int], ...] = ()
+    userns: str | None = None
+    user: str | None = None
+    security_opt: tuple[str, ...] = ()
+    network: str = "none"
+    hostname: str | None = None
+    add_hosts: tuple[tuple[str, str], ...] = ()
+    stop_signal: str = "SIGTERM"
+    stop_timeout: int = 120
+    labels: tuple[tuple[str, str], ...] = ()
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+
+def passthrough_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The caller's NCCL_*, TORCH_*, GLOO_* and CUDA_VISIBLE_DEVICES, sorted by name."""
+    return {
+        k: env[k]
+        for k in sorted(env)
+        if k.startswith(PASSTHROUGH_PREFIXES) or k in PASSTHROUGH_NAMES
+    }
+
+
+def _gpu_devices(req: RunRequest, host: HostFacts, notes: list[str]) -> tuple[str, ...]:
+    """CDI device names for podman (nvidia.com/gpu=all or =0..N-1), as the spec lists them."""
+    listed = [d for d in host.cdi_devices if d.startswith(f"{CDI_GPU}=")]
+    where = " or ".join(CDI_SPEC_DIRS)
+    if not listed:
+        raise LaunchError(
+            f"--gpus {req.gpus}: no CDI spec in {where} lists {CDI_GPU} devices, so podman "
+            f"cannot give the container a GPU; {CDI_FIX}"
+        )
+    if req.gpus == "all":
+        if f"{CDI_GPU}=all" not in listed:
+            raise LaunchError(f"--gpus all: the CDI spec lists no {CDI_GPU}=all; {CDI_FIX}")
+        notes.append(f"GPUs: CDI {CDI_GPU}=all (a spec in {where})")
+        return (f"{CDI_GPU}=all",)
+    assert isinstance(req.gpus, int)
+    wanted = tuple(f"{CDI_GPU}={i}" for i in range(req.gpus))
+    missing = [d for d in wanted if d not in listed]
+    if missing:
+        raise LaunchError(
+            f"--gpus {req.gpus}: the CDI spec lists {', '.join(sorted(listed))}, not "
+            f"{', '.join(missing)}; ask for fewer GPUs or regenerate the spec ({CDI_FIX})"
+        )
+    notes.append(f"GPUs: CDI {', '.join(wanted)}")
+    return wanted
+
+
+def gpus_in_container(req: RunRequest, host: HostFacts) -> int:
+    if req.gpus == "none":
+        return 0
+    if req.gpus == "all":
+        return max(host.gpu_count, 1)
+    assert isinstance(req.gpus, int)
+    return req.gpus
+
+
+def _user(
+    req: RunRequest, host: HostFacts, image: ImageInfo, notes: list[str]
+) -> tuple[str | None, str | None, int, int]:
+    """(userns, user, uid, gid): who the trainer runs as, and that uid/gid as the host sees it
+    (for the volume permission check)."""
+    image_uid, _, image_gid = (image.user or "0").partition(":")
+    img_uid = int(image_uid) if image_uid.isdigit() else 1000
+    img_gid = int(image_gid) if image_gid.isdigit() else img_uid
+    if host.engine == "podman" and host.rootless:
+        notes.append(
+            f"rootless podman: --userns=keep-id, so files in /ckpt belong to you (uid {host.uid})"
+        )
+        return "keep-id", f"{host.uid}:{host.gid}", host.uid, host.gid
+    if host.rootless:  # rootless docker: the image's user maps to a subordinate uid
+        notes.append(
+            "rootless docker: the image's user maps to a subordinate uid on the host; "
+            "checkpoints are not owned by you (use podman for --userns=keep-id)"
+        )
+        return None, None, -1, -1
+    if host.uid != 0:
+        notes.append(
+            f"rootful {host.engine}: --user {host.uid}:{host.gid}, so files in /ckpt belong "
+            "to you; HOME=/tmp because the image's home belongs to its own user"
+        )
+        return None, f"{host.uid}:{host.gid}", host.uid, host.gid
+    notes.append(f"run as root: the image's user ({img_uid}:{img_gid}) owns what it writes")
+    return None, None, img_uid, img_gid
+
+
+def _check_dir(d: Directory | None, flag: str, uid: int, gid: int, write: bool) -> None:
+    if d is None:
+        raise LaunchError(f"{flag}: the directory was not examined (internal error)")
+    if not d.exists:
+        make = f"create it (`mkdir -p {d.path}`)" if write else "give an existing directory"
+        raise LaunchError(f"{flag} {d.path}: no such directory; {make}")
+    if not d.is_dir:
+        raise LaunchError(f"{flag} {d.path}: not a directory")
+    if uid < 0:  # rootless docker: cannot tell who the container user is on the host
+        return
+    bits = 7 if write else 5
+    if not d.allows(uid, gid, bits):
+        need = "write to" if write else "read"
+        fix = (
+            f"`chown {uid}:{gid} {d.path}`"
+            if write
+            else f"`chmod o+rx {d.path}` (or `chgrp {gid} {d.path}; chmod g+rx {d.path}`)"
+        )
+        raise LaunchError(
+            f"{flag} {d.path}: the container user (uid {uid}, gid {gid}) cannot {need} it "
+            f"(owner {d.uid}:{d.gid}, mode {d.mode:o}); {fix}"
+        )
+
+
+def _mounts(
+    req: RunRequest, host: HostFacts, uid: int, gid: int, notes: list[str]
+) -> tuple[Mount, ...]:
+    mounts = []
+    shared = req.nnodes > 1
+    if req.data is not None:
+        _check_dir(host.dirs.get(req.data), "--data", uid, gid, write=False)
+        mounts.append(Mount(req.data, DATA, True, "z" if host.selinux_enforcing else None))
+    if req.ckpt is not None:
+        _check_dir(host.dirs.get(req.ckpt), "--ckpt", uid, gid, write=True)
+        label = ("z" if shared else "Z") if host.selinux_enforcing else None
+        mounts.append(Mount(req.ckpt, CKPT, False, label))
+    if mounts and host.selinux_enforcing:
+        notes.append(
+            "SELinux is enforcing (/sys/fs/selinux/enforce): volumes are relabelled "
+            "(:z shared for /data"
+            + (
+                ", :z for /ckpt shared by several containers"
+                if shared
+                else ", :Z private for /ckpt"
+            )
+            + ")"
+        )
+    return tuple(mounts)
+
+
+def _trainer_args(req: RunRequest) -> tuple[str, ...]:
+    """`train` unless the user named a trainer command; --ckpt-dir /ckpt when /ckpt is mounted."""
+    args = list(req.trainer_args)
+    if not args or args[0] not in ("train", "info"):
+        args.insert(0, "train")
+    if (
+        req.ckpt is not None
+        and args[0] == "train"
+        and not any(a == "--ckpt-dir" or a.startswith("--ckpt-dir=") for a in args)
+    ):
+        args += ["--ckpt-dir", CKPT]
+    return tuple(args)
+
+
+def _launcher(
+    req: RunRequest, image: ImageInfo, nproc: int, notes: list[str]
+) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+    """(entrypoint, command): the image's own entrypoint, or torchrun for more than one process."""
+    args = _trainer_args(req)
+    if req.nnodes == 1 and nproc == 1:
+        return None, args
+    if args[0] != "train":
+        raise LaunchError(f"--nnodes/--nproc-per-node: only `train` runs distributed ({args[0]})")
+    if not image.entrypoint:
+        raise LaunchError(f"image {req.image} has no ENTRYPOINT: it is not a trainimg image")
+    python = image.entrypoint[0]
+    run = [f"--nnodes={req.nnodes}", f"--nproc-per-node={nproc}"]
+    if req.nnodes == 1:
+        run.append("--standalone")
+        notes.append(f"torchrun --standalone: {nproc} processes in one container")
+    else:
+        assert req.rdzv is not None
+        run += [
+            f"--node-rank={req.node_rank}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={req.rdzv}",
+            f"--rdzv-id={req.rdzv_id}",
+        ]
+        if req.local_addr:
+            run.append(f"--local-addr={req.local_addr}")
+        if req.node_rank == 0:
+            run.append("--rdzv-conf=is_host=true")
+        else:
+            run.append("--rdzv-conf=is_host=false")
+        notes.append(
+            f"torchrun: node {req.node_rank} of {req.nnodes}, c10d rendezvous at {req.rdzv} "
+            "(node 0 hosts it)"
+        )
+    return (python, *TORCHRUN), (*run, "--max-restarts=0", "-m", "trainer", *args)
+
+
+def _nccl(
+    req: RunRequest, notes: list[str]
+) -> tuple[str | None, str | None, tuple[tuple[str, int, int], ...]]:
+    """(ipc, shm size, ulimits): what NCCL needs between GPU processes. A CPU run (gloo, TCP)
+    needs none of it, and raising memlock needs CAP_SYS_RESOURCE, which not every host grants
+    the engine; --shm-size still applies when given."""
+    if req.gpus == "none":
+        if req.shm_size:
+            notes.append(f"--shm-size {req.shm_size}")
+        return None, req.shm_size, ()
+    memlock = (("memlock", -1, -1),)
+    if req.shm_size:
+        notes.append(f"NCCL: --shm-size {req.shm_size} (instead of --ipc=host), memlock unlimited")
+        return None, req.shm_size, memlock
+    notes.append("NCCL: --ipc=host (shared memory between GPU processes), memlock unlimited")
+    return "host", None, memlock
+
+
+def check_request(req: RunRequest) -> None:
+    """What is wrong with the request alone, before anything on the host is read."""
+    if req.nnodes < 1:
+        raise LaunchError(f"--nnodes {req.nnodes}: expected 1 or more")
+    if req.nnodes > 1 and req.rdzv is None:
+        raise LaunchError(
+            f"--nnodes {req.nnodes} needs --rdzv HOST:PORT: the address of node 0 that every "
+            "node can reach, e.g. --rdzv node0:29500 (the same on every node)"
+        )
+    if not 0 <= req.node_rank < req.nnodes:
+        raise LaunchError(
+            f"--node-rank {req.node_rank}: expected 0 .. {req.nnodes - 1} for --nnodes {req.nnodes}"
+        )
+    if req.nproc_per_node is not None and req.nproc_per_node < 1:
+        raise LaunchError(f"--nproc-per-node {req.nproc_per_node}: expected 1 or more")
+    if req.stop_timeout < 0:
+        raise LaunchError(f"--stop-timeout {req.stop_timeout}: expected seconds, 0 or more")
+
+
+def check_image(req: RunRequest, image: ImageInfo) -> None:
+    if TRAINER_LABEL not in image.labels:
+        raise LaunchError(
+            f"image {req.image} has no {TRAINER_LABEL} label: it does not bundle the trainimg "
+            "trainer; build one with `trainimg build` (or name a matrix cell)"
+        )
+
+
+def plan_run(req: RunRequest, host: HostFacts, image: ImageInfo) -> ContainerRun:
+    check_request(req)
+    check_image(req, image)
+    notes: list[str] = []
+    cdi: tuple[str, ...] = ()
+    gpu_request = None
+    if req.gpus != "none":
+        if host.engine == "podman":
+            cdi = _gpu_devices(req, host, notes)
+        else:
+            gpu_request = str(req.gpus)
+            notes.append(f"GPUs: docker device request ({req.gpus}, capability gpu)")
+    nproc = req.nproc_per_node or max(gpus_in_container(req, host), 1)
+    userns, user, uid, gid = _user(req, host, image, notes)
+    mounts = _mounts(req, host, uid, gid, notes)
+    env = passthrough_env(host.env)
+    if user is not None and userns is None:
+        env["HOME"] = "/tmp"  # noqa: S108 - the container's own /tmp, not the host's
+    env |= dict(req.env)
+    security: tuple[str, ...] = ()
+    if cdi and host.selinux_enforcing:
+        security = ("label=disable",)
+        notes.append("SELinux + CDI: --security-opt label=disable, as NVIDIA's CDI guide says")
+    ipc, shm, ulimits = _nccl(req, notes)
+    network = req.network or ("host" if req.nnodes > 1 else "none")
+    if network == "host" and req.nnodes > 1:
+        notes.append("multi-node: --network host, so NCCL/gloo reach the other nodes directly")
+    entrypoint, command = _launcher(req, image, nproc, notes)
+    notes.append(
+        f"stop: SIGTERM, then {req.stop_timeout}s for the trainer to finish its step and "
+        "checkpoint (exit 143)"
+    )
+    return ContainerRun(
+        engine=host.engine,
+        image=req.image,
+        name=req.name,
+        command=command,
+        entrypoint=entrypoint,
+        env=tuple(env.items()),
+        mounts=mounts,
+        cdi_devices=cdi,
+        gpu_request=gpu_request,
+        ipc=ipc,
+        shm_size=shm,
+        ulimits=ulimits,
+        userns=userns,
+        user=user,
+        security_opt=security,
+        network=network,
+        hostname=req.hostname,
+        add_hosts=req.add_hosts,
+        stop_timeout=req.stop_timeout,
+        labels=((RUN_LABEL, req.name),),
+        notes=tuple(notes),
+    )

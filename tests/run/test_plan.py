@@ -1,0 +1,242 @@
+"""The planner, the pasteable line and the SDK arguments: pure, milliseconds."""
+
+from __future__ import annotations
+
+import shlex
+import signal
+from pathlib import Path
+
+import pytest
+
+from builder.launch import cli_line, hostfacts
+from builder.launch.execute import UNLIMITED, docker_kwargs, podman_kwargs
+from builder.launch.gpucheck import check_driver
+from builder.launch.plan import plan_run
+from builder.launch.request import (
+    Directory,
+    LaunchError,
+    Rendezvous,
+    parse_env,
+    parse_gpus,
+    parse_rdzv,
+)
+from builder.requirements import Gpu
+from tests.run.helpers import IMAGE, host, image, request
+
+FIXTURES = Path(__file__).resolve().parents[1] / "preflight" / "fixtures"
+
+
+def test_rootless_podman_all_gpus_selinux_line() -> None:
+    h = host(
+        selinux_enforcing=True,
+        env={
+            "NCCL_DEBUG": "INFO",
+            "TORCH_LOGS": "+dynamo",
+            "AWS_SECRET_ACCESS_KEY": "x",
+            "CUDA_VISIBLE_DEVICES": "0,1",
+            "HOME": "/home/u",
+        },
+    )
+    req = request(gpus="all", data="/srv/data", ckpt="/srv/ckpt", trainer_args=("--resume",))
+    line = cli_line.shell_line(plan_run(req, h, image()))
+    assert line == (
+        "podman run --rm --name t --label io.trainimg.run=t --userns=keep-id --user 1234:1234 "
+        "--network=none --ipc=host --ulimit memlock=-1 --device nvidia.com/gpu=all "
+        "--security-opt label=disable --volume /srv/data:/data:ro,z "
+        "--volume /srv/ckpt:/ckpt:rw,Z --env CUDA_VISIBLE_DEVICES=0,1 --env NCCL_DEBUG=INFO "
+        "--env TORCH_LOGS=+dynamo --stop-signal SIGTERM --stop-timeout 120 "
+        "--entrypoint /opt/venv/bin/python "
+        f"{IMAGE} -m torch.distributed.run --nnodes=1 --nproc-per-node=2 --standalone "
+        "--max-restarts=0 -m trainer train --resume --ckpt-dir /ckpt"
+    )
+    assert "AWS_SECRET" not in line and "HOME" not in line
+
+
+def test_rootful_docker_one_gpu_maps_the_caller() -> None:
+    h = host(engine="docker", rootless=False, cdi_devices=())
+    run = plan_run(request(gpus=1, ckpt="/srv/ckpt"), h, image())
+    argv = cli_line.argv(run)
+    assert argv[:2] == ["docker", "run"]
+    assert argv[argv.index("--gpus") + 1] == "1"
+    assert argv[argv.index("--user") + 1] == "1234:1234"
+    assert "HOME=/tmp" in argv and not any(a.startswith("--userns") for a in argv)
+    assert argv[-5:] == ["train", "--steps", "8", "--ckpt-dir", "/ckpt"]  # one process: no torchrun
+    create, hostcfg = docker_kwargs(run)
+    assert hostcfg["device_requests"][0]["Count"] == 1
+    assert create["stop_timeout"] == 120 and create["user"] == "1234:1234"
+    assert hostcfg["binds"] == {"/srv/ckpt": {"bind": "/ckpt", "mode": "rw"}}
+
+
+def test_root_caller_keeps_the_image_user_and_cpu_needs_no_nccl_settings() -> None:
+    h = host(
+        rootless=False,
+        uid=0,
+        gid=0,
+        dirs={"/srv/ckpt": Directory("/srv/ckpt", True, True, 1000, 1000, 0o755)},
+    )
+    run = plan_run(request(ckpt="/srv/ckpt"), h, image())
+    assert run.user is None and run.userns is None
+    assert run.ipc is None and run.ulimits == () and run.cdi_devices == ()
+
+
+def test_the_line_survives_the_shell() -> None:
+    args = ("--set", "train.seed=1; rm -rf /", "--metrics-file", "/ckpt/it's.jsonl")
+    run = plan_run(request(trainer_args=args), host(), image())
+    assert shlex.split(cli_line.shell_line(run)) == cli_line.argv(run)
+    assert cli_line.argv(run)[-4:] == list(args)
+
+
+def test_podman_sdk_arguments_match_the_plan() -> None:
+    run = plan_run(
+        request(gpus=2, data="/srv/data", ckpt="/srv/ckpt"), host(selinux_enforcing=True), image()
+    )
+    kw = podman_kwargs(run)
+    assert kw["devices"] == ["nvidia.com/gpu=0", "nvidia.com/gpu=1"]
+    assert kw["ulimits"] == [{"Name": "memlock", "Soft": UNLIMITED, "Hard": UNLIMITED}]
+    assert kw["stop_signal"] == int(signal.SIGTERM) and kw["stop_timeout"] == 120
+    assert kw["volumes"]["/srv/data"] == {"bind": "/data", "extended_mode": ["ro", "z"]}
+    assert kw["userns_mode"] == "keep-id" and kw["security_opt"] == ["disable"]
+    assert kw["entrypoint"] == ["/opt/venv/bin/python", "-m", "torch.distributed.run"]
+
+
+def test_multi_node_ranks() -> None:
+    rdzv = Rendezvous("node0", 29500)
+    lines = [
+        cli_line.argv(
+            plan_run(
+                request(nnodes=2, node_rank=r, rdzv=rdzv, gpus="all", ckpt="/srv/ckpt"),
+                host(selinux_enforcing=True),
+                image(),
+            )
+        )
+        for r in (0, 1)
+    ]
+    for rank, argv in enumerate(lines):
+        assert "--network=host" in argv
+        assert "--rdzv-backend=c10d" in argv and "--rdzv-endpoint=node0:29500" in argv
+        assert f"--node-rank={rank}" in argv and "--nnodes=2" in argv
+        assert "--volume" in argv and "/srv/ckpt:/ckpt:rw,z" in argv  # shared: :z, not :Z
+    assert "--rdzv-conf=is_host=true" in lines[0] and "--rdzv-conf=is_host=false" in lines[1]
+
+
+@pytest.mark.parametrize(
+    ("req", "h", "img", "says"),
+    [
+        (request(gpus="all"), host(cdi_devices=()), image(), "nvidia-ctk cdi generate"),
+        (request(gpus=4), host(), image(), "nvidia.com/gpu=2, nvidia.com/gpu=3"),
+        (request(), host(), image(labels={}), "io.trainimg.trainer.version"),
+        (
+            request(data="/nope"),
+            host(dirs={"/nope": Directory("/nope", False)}),
+            image(),
+            "--data /nope: no such directory",
+        ),
+        (
+            request(data="/srv/d"),
+            host(dirs={"/srv/d": Directory("/srv/d", True, True, 0, 0, 0o700)}),
+            image(),
+            "cannot read it (owner 0:0, mode 700); `chmod o+rx /srv/d`",
+        ),
+        (
+            request(ckpt="/srv/c"),
+            host(dirs={"/srv/c": Directory("/srv/c", True, True, 0, 0, 0o755)}),
+            image(),
+            "cannot write to it",
+        ),
+        (request(nnodes=2), host(), image(), "--nnodes 2 needs --rdzv HOST:PORT"),
+        (
+            request(nnodes=2, node_rank=2, rdzv=Rendezvous("h", 1)),
+            host(),
+            image(),
+            "--node-rank 2: expected 0 .. 1",
+        ),
+    ],
+)
+def test_bad_requests_say_what_to_do(req: object, h: object, img: object, says: str) -> None:
+    with pytest.raises(LaunchError) as err:
+        plan_run(req, h, img)  # type: ignore[arg-type]
+    assert says in str(err.value)
+    assert err.value.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("fn", "text", "says"),
+    [
+        (parse_gpus, "0", "expected all, none or a number"),
+        (parse_gpus, "some", "expected all, none or a number"),
+        (parse_rdzv, "node0:99999", "expected HOST:PORT"),
+        (parse_rdzv, "a b:1", "expected HOST:PORT"),
+        (parse_env, ["NOVALUE"], "expected NAME=VALUE"),
+    ],
+)
+def test_bad_flags(fn: object, text: object, says: str) -> None:
+    with pytest.raises(LaunchError, match=says):
+        fn(text)  # type: ignore[operator]
+
+
+def test_rdzv_default_port() -> None:
+    assert parse_rdzv("node0") == Rendezvous("node0", 29500)
+
+
+def test_driver_check() -> None:
+    img = image()
+    ok = check_driver(IMAGE, img, host(driver="570.124.06"), gpus=True)
+    assert ok.ok and "satisfies" in ok.message
+    old = check_driver(IMAGE, img, host(driver="535.54.03", gpus=(Gpu("8.9", "geforce"),)), True)
+    assert not old.ok and "does not satisfy" in old.message and "570.124.06" in old.message
+    # a Tesla-brand GPU on the 535 branch is admitted by the forward-compatibility window
+    fwd = check_driver(IMAGE, img, host(driver="535.54.03", gpus=(Gpu("9.0", "tesla"),)), True)
+    assert fwd.ok and "forward-compatibility" in fwd.message
+    none = check_driver(IMAGE, img, host(driver=None), gpus=True)
+    assert not none.ok and "--gpus none" in none.message
+    na = check_driver(IMAGE, img, host(driver=None), gpus=False)
+    assert na.ok and not na.applicable and "not applicable" in na.message
+    cpu = check_driver(IMAGE, image(env={}), host(), gpus=True)
+    assert cpu.ok and "CPU image" in cpu.message
+
+
+def test_hostfacts_read_a_recorded_gpu_host(tmp_path: Path) -> None:
+    """The preflight fixture host el9-h100 (recorded files, origins in its fixture.yaml)."""
+    root = FIXTURES / "el9-h100" / "files"
+    assert "nvidia.com/gpu=all" in hostfacts.cdi_devices(root)
+    driver, _, _ = hostfacts.nvidia(root)
+    assert driver is not None and driver.count(".") >= 1
+    assert hostfacts.selinux_enforcing(root) is False
+    (tmp_path / "sys/fs/selinux").mkdir(parents=True)
+    (tmp_path / "sys/fs/selinux/enforce").write_text("1")
+    assert hostfacts.selinux_enforcing(tmp_path) is True
+    assert hostfacts.cdi_devices(tmp_path) == ()
+    assert hostfacts.nvidia(tmp_path) == (None, (), 0)
+
+
+def test_port_in_use() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert hostfacts.port_in_use("127.0.0.1", port)
+    assert not hostfacts.port_in_use("127.0.0.1", port)
+
+
+@pytest.mark.parametrize(
+    ("argv", "data", "trainer"),
+    [
+        (["run", "IMG", "--", "--preset", "nope"], None, ["--preset", "nope"]),
+        (["run", "IMG", "--data", "/d", "--", "--steps", "1"], "/d", ["--steps", "1"]),
+        (["run", "IMG", "--data", "/d"], "/d", []),
+        (
+            ["run", "--data", "/d", "IMG", "--", "--data", "/data/t.bin"],
+            "/d",
+            ["--data", "/data/t.bin"],
+        ),  # the trainer's own --data stays the trainer's
+    ],
+)
+def test_trainer_args_follow_the_double_dash(
+    argv: list[str], data: str | None, trainer: list[str]
+) -> None:
+    from builder.cli import build_parser
+
+    args = build_parser().parse_args(argv)
+    assert (args.target, args.data, args.trainer_args) == ("IMG", data, trainer)
