@@ -22,7 +22,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
-from trainer import checkpoint, data, precision, recompute
+from trainer import checkpoint, data, memory, precision, recompute
 from trainer.config import RunConfig
 from trainer.distributed import Dist, wrap
 from trainer.errors import BadInput
@@ -32,9 +32,10 @@ from trainer.fp8.stats import Fp8Monitor
 from trainer.mfu import peak_for, peak_tflops
 from trainer.model import SIZES, Arch, Transformer, flops_per_token, resolve_arch
 from trainer.optim import AdamW, param_groups
+from trainer.presets import LAYERING_KEYS
 from trainer.schedule import default_warmup
 
-_FAULT = re.compile(r"^(nan|inf)@(\d+)$")
+_FAULT = re.compile(r"^(nan|inf|weight-nan)@(\d+)$")
 
 
 @dataclass
@@ -64,6 +65,8 @@ class Run:
     peak_tflops_fp8: float | None
     flops_per_token: float
     fault: tuple[str, int] | None
+    mem_estimate: memory.Estimate
+    notes: list[str]  # warnings for the start of the run (resume fallbacks and overrides)
 
 
 def cpu_scaled_mm() -> bool:
@@ -120,26 +123,77 @@ def _parse_fault(spec: str | None, steps: int) -> tuple[str, int] | None:
     m = _FAULT.match(spec)
     if not m or not 1 <= int(m.group(2)) <= steps:
         raise BadInput(
-            f"--inject-fault {spec!r}: expected nan@STEP or inf@STEP, STEP in 1..{steps}"
+            f"--inject-fault {spec!r}: expected nan@STEP, inf@STEP (the loss) or weight-nan@STEP "
+            f"(a weight after the optimizer step), STEP in 1..{steps}"
         )
     return m.group(1), int(m.group(2))
 
 
-def _check_resume(loaded: checkpoint.Loaded, arch: Arch, plan: precision.Plan) -> None:
+def _resume_changes(loaded: checkpoint.Loaded, cfg: RunConfig, seen: dict[str, Any]) -> list[str]:
+    """What differs between the checkpoint's run and this one, as `what: stored → now`."""
+    meta = loaded.meta
+    stored_cfg = meta["config"]
+    stored = {
+        "data": meta["data"],
+        "train.seed": stored_cfg["train"].get("seed"),
+        "train.batch_size": stored_cfg["train"].get("batch_size"),
+        "data.seq_len": meta.get("seq_len", seen["data.seq_len"]),
+        "world_size": meta["world_size"],
+    } | {f"precision.{k}": stored_cfg["precision"].get(k) for k in LAYERING_KEYS}
+    return [f"{key} {stored[key]} -> {seen[key]}" for key in stored if stored[key] != seen[key]]
+
+
+def _check_resume(
+    loaded: checkpoint.Loaded, arch: Arch, cfg: RunConfig, seen: dict[str, Any]
+) -> list[str]:
+    """BadInput when the checkpoint cannot continue this run; warnings when it may, by force."""
     stored_arch = loaded.meta.get("arch")
     if stored_arch != dataclasses.asdict(arch):
         raise BadInput(
             f"checkpoint {loaded.path} was written for model {stored_arch}, this run builds "
             f"{dataclasses.asdict(arch)}; resume with the same model settings"
         )
-    stored = loaded.meta.get("config", {}).get("precision", {})
-    for key in ("master_weights", "optimizer_state"):
-        if stored.get(key) != getattr(plan.config, key):
-            raise BadInput(
-                f"checkpoint {loaded.path} holds precision.{key} {stored.get(key)}, this run asks "
-                f"for {getattr(plan.config, key)}; the matmul precisions may change on resume, "
-                "the stored weights' and optimizer state's may not"
-            )
+    changes = _resume_changes(loaded, cfg, seen)
+    if not changes:
+        return []
+    if not cfg.checkpoint.resume_anyway:
+        raise BadInput(
+            f"checkpoint {loaded.path} comes from a different run ({'; '.join(changes)}): "
+            "continuing would not reproduce it. Resume with the same settings, or pass "
+            "--resume-anyway (e.g. to finish an FP8 run that overflowed in BF16)"
+        )
+    return [f"--resume-anyway: continuing {loaded.path} with {'; '.join(changes)}"]
+
+
+def _load_state(
+    loaded: checkpoint.Loaded,
+    model: nn.Module,
+    optimizer: AdamW,
+    scaler: torch.amp.GradScaler | None,
+) -> None:
+    full = StateDictOptions(full_state_dict=True)
+    try:
+        set_model_state_dict(model, loaded.state["model"], options=full)
+        set_optimizer_state_dict(model, optimizer, loaded.state["optimizer"], options=full)
+        if scaler is not None and loaded.state.get("scaler"):
+            scaler.load_state_dict(loaded.state["scaler"])
+    except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as exc:
+        raise BadInput(
+            f"checkpoint {loaded.path} does not fit this model ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}); it is corrupt, or from another "
+            "trainer version"
+        ) from exc
+
+
+def _check_memory(need: memory.Estimate, d: Dist, recompute: str) -> None:
+    have, where = memory.available(d.device)
+    if have is not None and need.total > have:
+        raise BadInput(
+            f"this configuration needs about {need.describe()}, more than the "
+            f"{have / (1 << 30):.1f} GiB {where}: "
+            f"{memory.advice(d.mode, recompute)}. (train.memory_check false skips "
+            "this check)"
+        )
 
 
 def _forward_context(plan: precision.Plan, device: torch.device) -> Callable[[], Any]:
@@ -177,10 +231,15 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
     ckpt_dir = checkpoint.prepare_dir(cfg.checkpoint.dir) if cfg.checkpoint.dir else None
     if ckpt_dir is not None and d.is_main:
         checkpoint.remove_stale(ckpt_dir)
-    resume_path = None
-    if cfg.checkpoint.resume is not None:
+    loaded: checkpoint.Loaded | None = None
+    notes: list[str] = []
+    if cfg.checkpoint.resume == "latest":
+        if ckpt_dir is None:
+            raise BadInput("--resume needs --ckpt-dir (where the checkpoints are)")
+        loaded, notes = checkpoint.load_newest_valid(ckpt_dir)
+    elif cfg.checkpoint.resume is not None:
         resume_path = checkpoint.find_resume(cfg.checkpoint.resume, ckpt_dir)
-    loaded = checkpoint.load(resume_path) if resume_path is not None else None
+        loaded = checkpoint.load(resume_path) if resume_path is not None else None
 
     if cfg.model.size not in SIZES:
         raise BadInput(
@@ -212,8 +271,26 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
         problems = rules.token_problems(micro * seq_len)
         if problems:
             raise BadInput("FP8 gradients: " + "; ".join(problems))
+    need = memory.estimate(
+        arch,
+        plan,
+        micro=micro,
+        seq_len=seq_len,
+        world=d.world,
+        mode=d.mode,
+        recompute=t.activation_checkpointing,
+    )
+    if t.memory_check:
+        _check_memory(need, d, t.activation_checkpointing)
+    seen: dict[str, Any] = {
+        "data": source.fingerprint,
+        "train.seed": t.seed,
+        "train.batch_size": t.batch_size,
+        "data.seq_len": seq_len,
+        "world_size": d.world,
+    } | {f"precision.{k}": getattr(cfg.precision, k) for k in LAYERING_KEYS}
     if loaded is not None:
-        _check_resume(loaded, arch, plan)
+        notes += _check_resume(loaded, arch, cfg, seen)
 
     torch.manual_seed(t.seed)
     core = Transformer(arch, activation_dtype=plan.activation).to(plan.master)
@@ -233,6 +310,7 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
         eps=t.eps,
         weight_decay=t.weight_decay,
         state_dtype=plan.optimizer_state,
+        stochastic_rounding=cfg.precision.stochastic_rounding,
     )
     scaler = (
         torch.amp.GradScaler(d.device.type, init_scale=cfg.precision.loss_scale_init)
@@ -240,11 +318,7 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
         else None
     )
     if loaded is not None:
-        full = StateDictOptions(full_state_dict=True)
-        set_model_state_dict(model, loaded.state["model"], options=full)
-        set_optimizer_state_dict(model, optimizer, loaded.state["optimizer"], options=full)
-        if scaler is not None and loaded.state.get("scaler"):
-            scaler.load_state_dict(loaded.state["scaler"])
+        _load_state(loaded, model, optimizer, scaler)
 
     fp8_names = [c.name for c in fp8_layers if c.fp8]
     monitor = None
@@ -289,4 +363,6 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
         peak_tflops_fp8=peak.fp8 if peak and plan.uses_fp8 else None,
         flops_per_token=flops_per_token(arch, seq_len),
         fault=fault,
+        mem_estimate=need,
+        notes=notes,
     )

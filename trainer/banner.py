@@ -54,10 +54,19 @@ def lines(run: Run) -> list[str]:
     return out
 
 
-def fp8_warnings(run: Run) -> list[str]:
+def warnings(run: Run) -> list[str]:
+    """Start-of-run warnings: settings that run but probably not as the user meant."""
+    out = list(run.notes)
     if run.plan.uses_fp8 and not any(c.fp8 for c in run.fp8_layers):
-        return [
+        out.append(
             "FP8 was asked for but no layer qualifies (all sensitive or misshapen): "
             "this run is BF16"
-        ]
-    return []
+        )
+    p = run.plan.config
+    if p.master_weights == "bf16" and not p.stochastic_rounding:
+        out.append(
+            "master_weights bf16 without stochastic rounding: an update below half a bf16 ulp "
+            "(2**-9 of the weight) is lost; use master_weights fp32 (the presets' default) or "
+            "precision.stochastic_rounding true. The train records' unchanged_frac shows the loss"
+        )
+    return out

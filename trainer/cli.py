@@ -88,12 +88,24 @@ def _train_parser(sub: Any) -> None:
         metavar="PATH",
         help="continue from the newest checkpoint in --ckpt-dir (or PATH)",
     )
+    p.add_argument(
+        "--resume-anyway",
+        action="store_true",
+        default=None,
+        help="resume although the data, seed, shape, precision or world size changed",
+    )
     p.add_argument("--keep-last", type=int, metavar="N", help="checkpoints to keep (default 3)")
     p.add_argument("--checkpoint-interval", type=int, metavar="N", help="steps between checkpoints")
     p.add_argument("--metrics-file", metavar="FILE", help="append JSONL metrics here")
     p.add_argument("--log-interval", type=int, metavar="N")
     for key in _PRECISION_FLAGS:
         p.add_argument(_flag(key), choices=PRECISION_CHOICES[key], help=f"precision.{key}")
+    p.add_argument(
+        "--stochastic-rounding",
+        action="store_true",
+        default=None,
+        help="round bf16 master weights stochastically (precision.stochastic_rounding)",
+    )
     p.add_argument(
         "--sensitive-layers",
         metavar="LIST",
@@ -137,11 +149,13 @@ _FLAG_KEYS: dict[str, tuple[str, str]] = {
     "inject_fault": ("train", "inject_fault"),
     "ckpt_dir": ("checkpoint", "dir"),
     "resume": ("checkpoint", "resume"),
+    "resume_anyway": ("checkpoint", "resume_anyway"),
     "keep_last": ("checkpoint", "keep_last"),
     "checkpoint_interval": ("precision", "checkpoint_interval"),
     "metrics_file": ("metrics", "file"),
     "log_interval": ("metrics", "log_interval"),
     "spike_action": ("health", "spike_action"),
+    "stochastic_rounding": ("precision", "stochastic_rounding"),
 } | {key: ("precision", key) for key in _PRECISION_FLAGS}
 
 

@@ -93,6 +93,7 @@ class Loop:
         self.params = [p for p in run.core.parameters() if p.requires_grad]
         self.start_step = 0
         self.skipped_steps = 0
+        self.warned_lost = False
         if run.resume is not None:
             state = run.resume.state
             self.start_step = run.resume.step
@@ -180,6 +181,7 @@ class Loop:
         run = self.run
         if run.ckpt_dir is None:
             return
+        self._check_state_finite(step)
         full = StateDictOptions(full_state_dict=True, cpu_offload=True)
         model_sd = get_model_state_dict(run.model, options=full)
         optim_sd = get_optimizer_state_dict(run.model, run.optimizer, options=full)
@@ -200,6 +202,7 @@ class Loop:
             "arch": dataclasses.asdict(run.arch),
             "data": run.source.fingerprint,
             "world_size": run.dist.world,
+            "seq_len": run.seq_len,
         }
         path = checkpoint.save(run.ckpt_dir, step, state, meta, run.cfg.checkpoint.keep_last)
         self.outcome.checkpoint = str(path)
@@ -220,7 +223,7 @@ class Loop:
             x, y = run.batches.train(step, micro)
             with no_sync(run.model, micro == accum - 1), run.forward_context():
                 loss = run.model(x, y)
-            if run.fault is not None and run.fault[1] == step:
+            if run.fault is not None and run.fault[1] == step and run.fault[0] != "weight-nan":
                 loss = loss * float(run.fault[0])
             loss_sum += loss.detach().float()
             scaled = loss / accum
@@ -239,9 +242,10 @@ class Loop:
 
     # -- the loop ------------------------------------------------------------------------
 
-    def _step_end(self, step: int, loss: float, grad_norm: float) -> None:
+    def _step_end(self, step: int, loss: float, grad_norm: float, measure: bool) -> None:
         """Health checks and the optimizer step (skipped by the GradScaler on overflow)."""
         run = self.run
+        run.optimizer.measure = measure
         if run.scaler is None:
             health.check_finite(step, loss, grad_norm)
             run.optimizer.step()
@@ -257,7 +261,45 @@ class Loop:
                     f"step {step}: loss scale fell to {scale:g}, below precision.loss_scale_floor "
                     f"{run.cfg.precision.loss_scale_floor:g}: fp16 gradients keep overflowing"
                 )
+        run.optimizer.measure = False
         run.optimizer.zero_grad(set_to_none=True)
+        if run.fault is not None and run.fault == ("weight-nan", step):
+            with torch.no_grad():
+                self.params[0].view(-1)[0] = float("nan")
+
+    def _unchanged_frac(self) -> float | None:
+        """The fraction of weight elements the last (measured) step left as they were."""
+        counted = self.run.optimizer.unchanged
+        if counted is None:
+            counted = torch.zeros(2, dtype=torch.float64)
+        counted = all_reduce(counted.to(self.run.dist.device))
+        unchanged, total = counted.tolist()
+        if total <= 0:
+            return None
+        frac = float(unchanged / total)
+        message = health.lost_updates(frac, self.run.plan.config)
+        if message is not None and not self.warned_lost:
+            self.sink.warn(message)
+            self.warned_lost = True
+        return frac
+
+    def _check_state_finite(self, step: int) -> None:
+        """A checkpoint of NaN weights would be a trap: every resume would start from it."""
+        run = self.run
+        tensors: list[torch.Tensor] = list(run.core.parameters())
+        for state in run.optimizer.state.values():
+            tensors += [v for v in state.values() if isinstance(v, torch.Tensor)]
+        local = [getattr(t, "to_local", lambda t=t: t)() for t in tensors]
+        bad = torch.stack([~torch.isfinite(t).all() for t in local if t.is_floating_point()])
+        count = all_reduce(bad.sum().float().to(run.dist.device)).item()
+        if count:
+            kept = self.outcome.checkpoint or "none was written yet"
+            raise NumericalStop(
+                f"step {step}: {int(count)} weight/optimizer tensor(s) hold NaN or Inf after the "
+                f"optimizer step, so no checkpoint was written (the last one is {kept}). Resume "
+                "from it with a lower lr, a BF16 preset (--forward-matmul bf16) or more layers "
+                "in precision.sensitive_layers."
+            )
 
     def _train(self) -> None:
         run, cfg = self.run, self.run.cfg
@@ -274,7 +316,7 @@ class Loop:
             loss_t, norm_t = self._backward(step, lr, arm=log_now)
             loss, stop_votes = self._agree(loss_t)
             grad_norm = norm_t.item()
-            self._step_end(step, loss, grad_norm)
+            self._step_end(step, loss, grad_norm, measure=log_now)
             now = time.perf_counter()
             times.append(now - tick)
             tick = now
@@ -285,6 +327,7 @@ class Loop:
                 self.sink.warn(spike.message())
             if log_now:
                 rec = self._train_record(step, loss, grad_norm, lr, times)
+                rec["unchanged_frac"] = self._unchanged_frac()
                 rec |= self._fp8_fields()
                 if spike is not None:
                     rec.setdefault("warnings", []).append(spike.message())

@@ -8,6 +8,7 @@ null: JSON has no NaN.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import resource
@@ -62,6 +63,7 @@ class Sink:
         self.enabled = enabled
         self.console = console if console is not None else sys.stdout
         self._file: IO[str] | None = None
+        self._path = path
         if path and enabled:
             try:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -72,9 +74,24 @@ class Sink:
                 ) from exc
 
     def record(self, record: dict[str, Any]) -> None:
-        if self._file is not None:
+        if self._file is None:
+            return
+        try:
             self._file.write(json.dumps(_clean(record), allow_nan=False) + "\n")
             self._file.flush()
+        except OSError as exc:
+            self._drop()
+            raise BadInput(
+                f"metrics file {self._path}: cannot write to it ({exc.strerror or exc}); free "
+                "space there or pass another --metrics-file"
+            ) from exc
+
+    def _drop(self) -> None:
+        """Forget a file that failed (closing it may fail again on the buffered bytes)."""
+        f, self._file = self._file, None
+        if f is not None:
+            with contextlib.suppress(OSError):
+                f.close()
 
     def say(self, line: str) -> None:
         if self.enabled:
@@ -85,9 +102,7 @@ class Sink:
             print(f"warning: {line}", file=sys.stderr, flush=True)
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        self._drop()
 
 
 def _fmt(value: float | None, spec: str) -> str:

@@ -79,6 +79,11 @@ def problems(p: PrecisionConfig) -> list[str]:
                 "fp8_backend transformer_engine uses its own per-tensor recipe: set fp8_recipe "
                 "tensorwise"
             )
+    if p.stochastic_rounding and p.master_weights != "bf16":
+        out.append(
+            "stochastic_rounding rounds bf16 master weights; with master_weights "
+            f"{p.master_weights} there is nothing to round: drop it or use master_weights bf16"
+        )
     if p.loss_scale_floor <= 0 or p.loss_scale_init < p.loss_scale_floor:
         out.append("loss_scale_init must be at least loss_scale_floor, and the floor positive")
     return out

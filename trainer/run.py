@@ -21,7 +21,7 @@ def _start(cfg: RunConfig, d: Dist, sink: Sink, stop: StopRequest, label: str | 
     run = assemble(cfg, d)
     for line in banner.lines(run):
         sink.say(line)
-    for line in banner.fp8_warnings(run):
+    for line in banner.warnings(run):
         sink.warn(line)
     return Loop(run, sink, stop, label, keep_curve=label is not None)
 

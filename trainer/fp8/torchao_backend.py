@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import torch
 from torch import nn
 
 from trainer.errors import BadInput
@@ -82,6 +83,29 @@ def float8_config(plan: Plan) -> Any:
     )
 
 
+def _compute_weight(dtype: torch.dtype) -> tuple[Any, Any]:
+    """Hooks that show a Float8Linear its fp32 master weight as a `dtype` copy for one call.
+
+    FSDP2's MixedPrecisionPolicy(param_dtype=bf16) does this for sharded runs (torchtitan's
+    setup); a single process or DDP has no such cast, and torchao's high-precision backward
+    GEMMs (the casts `fp8-fwd` disables) would meet an fp32 weight and a bf16 gradient. The
+    cast is differentiable, so the gradient reaches the fp32 master in fp32.
+    """
+
+    def swap_in(module: nn.Module, args: Any) -> None:
+        master = module._parameters["weight"]
+        if master is not None and master.dtype != dtype:
+            module.__dict__["_trainer_master"] = master
+            module._parameters["weight"] = master.to(dtype)  # type: ignore[assignment]
+
+    def swap_out(module: nn.Module, args: Any, output: Any) -> None:
+        master = module.__dict__.pop("_trainer_master", None)
+        if master is not None:
+            module._parameters["weight"] = master
+
+    return swap_in, swap_out
+
+
 def convert(model: nn.Module, layer_names: set[str], plan: Plan) -> nn.Module:
     """Swap the named nn.Linear layers for torchao Float8Linear, in place."""
     float8 = load()
@@ -89,4 +113,10 @@ def convert(model: nn.Module, layer_names: set[str], plan: Plan) -> nn.Module:
     float8.convert_to_float8_training(
         model, config=config, module_filter_fn=lambda _mod, fqn: fqn in layer_names
     )
+    if plan.master != plan.compute:
+        swap_in, swap_out = _compute_weight(plan.compute)
+        for name, module in model.named_modules():
+            if name in layer_names:
+                module.register_forward_pre_hook(swap_in)
+                module.register_forward_hook(swap_out)
     return model
