@@ -45,11 +45,16 @@ class _HashingWriter:
         self.f = f
         self.digest = hashlib.sha256()
         self.size = 0
+        self.failure: OSError | None = None  # torch.save reports it as a RuntimeError
 
     def write(self, data: bytes) -> int:
         self.digest.update(data)
         self.size += len(data)
-        return self.f.write(data)
+        try:
+            return self.f.write(data)
+        except OSError as exc:
+            self.failure = exc
+            raise
 
     def flush(self) -> None:
         self.f.flush()
@@ -126,7 +131,12 @@ def _save(
     tmp.mkdir()
     with open(tmp / STATE_FILE, "wb") as f:
         writer = _HashingWriter(f)
-        torch.save(state, writer)  # type: ignore[arg-type]
+        try:
+            torch.save(state, writer)  # type: ignore[arg-type]
+        except RuntimeError as exc:
+            if writer.failure is None:
+                raise
+            raise writer.failure from exc
         f.flush()
         os.fsync(f.fileno())
     full_meta = {

@@ -21,10 +21,10 @@ from torch.distributed.checkpoint.state_dict import (
     get_optimizer_state_dict,
 )
 
-from trainer import checkpoint, health
+from trainer import checkpoint, health, memory
 from trainer.assemble import Run
 from trainer.distributed import all_reduce, no_sync
-from trainer.errors import Interrupted, NumericalStop
+from trainer.errors import Interrupted, NumericalStop, OutOfMemory
 from trainer.metrics import Sink, Window, peak_memory_gb, train_line
 from trainer.mfu import mfu
 from trainer.presets import LAYERING_KEYS
@@ -313,7 +313,10 @@ class Loop:
                 step, peak=run.lr, steps=t.steps, warmup=run.warmup, min_ratio=t.min_lr_ratio
             )
             log_now = step % cfg.log_interval == 0 or step == last
-            loss_t, norm_t = self._backward(step, lr, arm=log_now)
+            try:
+                loss_t, norm_t = self._backward(step, lr, arm=log_now)
+            except torch.OutOfMemoryError as exc:
+                raise self._out_of_memory(step, exc) from exc
             loss, stop_votes = self._agree(loss_t)
             grad_norm = norm_t.item()
             self._step_end(step, loss, grad_norm, measure=log_now)
@@ -341,6 +344,15 @@ class Loop:
             if stop_votes > 0 and step < last:
                 raise self._interrupted(step)
             tick = time.perf_counter()  # checkpoint and eval time is not step time
+
+    def _out_of_memory(self, step: int, exc: Exception) -> OutOfMemory:
+        run = self.run
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "out of memory"
+        return OutOfMemory(
+            f"step {step}: out of memory on {run.device_name} ({first}); estimated "
+            f"{run.mem_estimate.describe()}: "
+            f"{memory.advice(run.dist.mode, run.cfg.train.activation_checkpointing)}"
+        )
 
     def _agree(self, loss: torch.Tensor) -> tuple[float, float]:
         """The mean loss over ranks and the number of ranks asked to stop (one all-reduce)."""

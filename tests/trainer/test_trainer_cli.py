@@ -182,12 +182,26 @@ def test_resume_into_a_different_model_is_refused(run_cli: RunCli, tmp_path: Pat
     res = run_cli(
         "train", *QUICK, "--steps", "4", "--ckpt-dir", ckpt, "--resume", "--preset", "fp16"
     )
-    assert res.code == EXIT_BAD_INPUT and "precision.master_weights" in res.err
-    # Switching the matmuls back to BF16 after FP8 trouble is allowed (seed §6.2).
+    assert res.code == EXIT_BAD_INPUT and "precision.forward_matmul fp8_e4m3 -> fp16" in res.err
+    # Switching the matmuls back to BF16 after FP8 trouble is allowed (seed §6.2), by request.
     res = run_cli(
         "train", *QUICK, "--steps", "4", "--ckpt-dir", ckpt, "--resume", "--preset", "bf16"
     )
+    assert res.code == EXIT_BAD_INPUT and "--resume-anyway" in res.err
+    res = run_cli(
+        "train",
+        *QUICK,
+        "--steps",
+        "4",
+        "--ckpt-dir",
+        ckpt,
+        "--resume",
+        "--preset",
+        "bf16",
+        "--resume-anyway",
+    )
     assert res.code == 0, res.err
+    assert "--resume-anyway: continuing" in res.err and "fp8_e4m3 -> bf16" in res.err
 
 
 def test_bad_input_in_a_real_process_has_no_traceback(tmp_path: Path) -> None:

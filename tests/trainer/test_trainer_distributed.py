@@ -91,5 +91,15 @@ def test_fsdp2_fp8_checkpoint_resumes_in_one_process(run_cli: RunCli, tmp_path: 
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = run_cli(*common, "--ckpt-dir", str(ckpt), "--resume", "--metrics-file", str(mixed))
+    assert res.code == 2 and "world_size 2 -> 1" in res.err
+    res = run_cli(
+        *common,
+        "--ckpt-dir",
+        str(ckpt),
+        "--resume",
+        "--resume-anyway",
+        "--metrics-file",
+        str(mixed),
+    )
     assert res.code == 0, res.err
     _close(losses(single), losses(mixed), FP8_TOL)
