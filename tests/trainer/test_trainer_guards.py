@@ -139,7 +139,7 @@ def test_stochastic_rounding_moves_bf16_weights_by_tiny_updates() -> None:
     torch.manual_seed(0)
     w = torch.full((100_000,), 1.0)
     moved = stochastic_round_bf16(w + 1e-4)  # 1/78 of a bf16 ulp at 1.0
-    assert moved.dtype == torch.bfloat16 and set(moved.float().unique().tolist()) == {
+    assert moved.dtype == torch.bfloat16 and set(torch.unique(moved.float()).tolist()) == {
         1.0,
         1.0078125,
     }
