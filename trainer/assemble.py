@@ -66,6 +66,7 @@ class Run:
     flops_per_token: float
     fault: tuple[str, int] | None
     mem_estimate: memory.Estimate
+    compiled: bool
     notes: list[str]  # warnings for the start of the run (resume fallbacks and overrides)
 
 
@@ -106,9 +107,22 @@ def _check_device(plan: precision.Plan, device: torch.device) -> str:
     return name
 
 
+def has_compiler() -> bool:
+    return bool(os.environ.get("CC")) or any(shutil.which(cc) for cc in ("cc", "gcc", "clang"))
+
+
+def _use_compile(asked: bool | None, plan: precision.Plan, device: torch.device) -> bool:
+    """`train.compile` unset: on for FP8 on CUDA when a C compiler exists. torchao's FP8 casts
+    are separate kernels in eager mode and only fuse under torch.compile; users report eager
+    FP8 slower than BF16 (pytorch/ao#2262, pytorch/ao#1199)."""
+    if asked is not None:
+        return asked
+    return plan.uses_fp8 and device.type == "cuda" and has_compiler()
+
+
 def _check_compiler() -> None:
     """torch.compile builds C code at run time (Inductor's CPU kernels, Triton's GPU launcher)."""
-    if os.environ.get("CC") or any(shutil.which(cc) for cc in ("cc", "gcc", "clang")):
+    if has_compiler():
         return
     raise BadInput(
         "train.compile needs a C compiler (Inductor's CPU kernels and Triton's launcher are "
@@ -210,7 +224,14 @@ def _forward_context(plan: precision.Plan, device: torch.device) -> Callable[[],
 
 
 def _apply_fp8(core: Transformer, plan: precision.Plan, device: torch.device) -> list[LayerChoice]:
-    choices = plan_layers(core, plan.config.sensitive_layers, core.arch.n_layers)
+    mode = plan.config.fp8_size_filter
+    use_filter = mode == "always" or (mode == "auto" and device.type == "cuda")
+    filter_fn = (
+        torchao_backend.size_filter(plan)
+        if use_filter and plan.config.fp8_backend == "torchao"
+        else None
+    )
+    choices = plan_layers(core, plan.config.sensitive_layers, core.arch.n_layers, filter_fn)
     names = {c.name for c in choices if c.fp8}
     if names and plan.config.fp8_backend == "transformer_engine":
         te_backend.convert(core, names, plan, device)
@@ -224,7 +245,8 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
     t = cfg.train
     plan = precision.resolve(cfg.precision)
     fault = _parse_fault(t.inject_fault, t.steps)
-    if t.compile:
+    use_compile = _use_compile(t.compile, plan, d.device)
+    if use_compile:
         _check_compiler()
     device_name = _check_device(plan, d.device)
 
@@ -296,7 +318,7 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
     core = Transformer(arch, activation_dtype=plan.activation).to(plan.master)
     fp8_layers = _apply_fp8(core, plan, d.device) if plan.uses_fp8 else []
     recompute.apply(core, t.activation_checkpointing)
-    if t.compile:
+    if use_compile:
         for block in core.blocks:
             block.compile()
     core.to(d.device)
@@ -364,5 +386,6 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
         flops_per_token=flops_per_token(arch, seq_len),
         fault=fault,
         mem_estimate=need,
+        compiled=use_compile,
         notes=notes,
     )

@@ -76,7 +76,12 @@ def _train_parser(sub: Any) -> None:
     p.add_argument("--device", metavar="DEV", help="auto (default), cpu, cuda or cuda:N")
     p.add_argument("--parallel", choices=OTHER_CHOICES[("train", "parallel")])
     p.add_argument("--eval-interval", type=int, metavar="N", help="0 disables evaluation")
-    p.add_argument("--compile", action="store_true", default=None, help="torch.compile the blocks")
+    p.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="torch.compile the blocks (default: on for FP8 on CUDA with a C compiler)",
+    )
     p.add_argument(
         "--activation-checkpointing", choices=OTHER_CHOICES[("train", "activation_checkpointing")]
     )
@@ -98,6 +103,16 @@ def _train_parser(sub: Any) -> None:
     p.add_argument("--checkpoint-interval", type=int, metavar="N", help="steps between checkpoints")
     p.add_argument("--metrics-file", metavar="FILE", help="append JSONL metrics here")
     p.add_argument("--log-interval", type=int, metavar="N")
+    p.add_argument(
+        "--tensorboard-dir", metavar="DIR", help="also write TensorBoard events (needs tensorboard)"
+    )
+    p.add_argument(
+        "--profile",
+        type=int,
+        metavar="STEPS",
+        help="trace STEPS steps (after 2 warm-up steps) with torch.profiler into "
+        "profile_rank<R>.json in --ckpt-dir (or metrics.profile_dir, or .)",
+    )
     for key in _PRECISION_FLAGS:
         p.add_argument(_flag(key), choices=PRECISION_CHOICES[key], help=f"precision.{key}")
     p.add_argument(
@@ -154,6 +169,8 @@ _FLAG_KEYS: dict[str, tuple[str, str]] = {
     "checkpoint_interval": ("precision", "checkpoint_interval"),
     "metrics_file": ("metrics", "file"),
     "log_interval": ("metrics", "log_interval"),
+    "tensorboard_dir": ("metrics", "tensorboard_dir"),
+    "profile": ("metrics", "profile_steps"),
     "spike_action": ("health", "spike_action"),
     "stochastic_rounding": ("precision", "stochastic_rounding"),
 } | {key: ("precision", key) for key in _PRECISION_FLAGS}
@@ -188,7 +205,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     sink: Sink | None = None
     try:
         d = distributed.init(cfg.train)
-        sink = Sink(cfg.metrics.file, enabled=d.is_main)
+        sink = Sink(cfg.metrics.file, enabled=d.is_main, tensorboard=cfg.metrics.tensorboard_dir)
         if compare is not None:
             train_compare(cfg, compare, d, sink, stop)
         else:
@@ -197,8 +214,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
     finally:
         if sink is not None:
             sink.close()
-        stop.restore()
         distributed.shutdown()
+        if args.restore_signals:
+            stop.restore()
     return 0
 
 
@@ -224,9 +242,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, restore_signals: bool = True) -> int:
+    """Run a command; `restore_signals=False` (the process entry point) keeps SIGTERM/SIGINT
+    handled until the process exits, so a signal after the run completed does not turn a
+    finished run into a killed one (exit 0 stays 0)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.restore_signals = restore_signals
     if args.command is None:
         parser.print_help()
         return 0

@@ -27,6 +27,7 @@ PRECISION_CHOICES: Final = {
     "grad_sync": ("fp32", "bf16"),
     "fp8_recipe": ("tensorwise", "rowwise", "rowwise_with_gw_hp"),
     "fp8_backend": ("torchao", "transformer_engine"),
+    "fp8_size_filter": ("auto", "always", "never"),
 }
 
 OTHER_CHOICES: Final = {
@@ -78,6 +79,7 @@ class PrecisionConfig:
     checkpoint_interval: int = 120
     fp8_recipe: str = "tensorwise"
     fp8_backend: str = "torchao"
+    fp8_size_filter: str = "auto"  # auto: torchao's size filter on CUDA, off on the CPU
     sensitive_layers: tuple[str, ...] = ("embedding", "head", "first_block", "last_block")
     loss_scale_init: float = 65536.0
     loss_scale_floor: float = 1.0
@@ -100,7 +102,7 @@ class TrainConfig:
     eps: float = 1e-8
     grad_clip: float = 1.0
     seed: int = 1234
-    compile: bool = False
+    compile: bool | None = None  # None: on for FP8 on CUDA when a C compiler exists
     activation_checkpointing: str = "none"
     eval_interval: int = 200
     eval_batches: int = 4
@@ -137,6 +139,9 @@ class MetricsConfig:
 
     file: str | None = None
     log_interval: int | None = None
+    tensorboard_dir: str | None = None
+    profile_steps: int = 0
+    profile_dir: str | None = None
 
 
 @dataclass(frozen=True)
@@ -314,7 +319,15 @@ def _check_ranges(cfg: RunConfig) -> None:
         raise BadInput(f"data.seq_len: must be at least 1, got {d.seq_len}")
     if h.spike_factor <= 1.0:
         raise BadInput(f"health.spike_factor: must exceed 1, got {h.spike_factor}")
-    for key, path in (("checkpoint.dir", c.dir), ("metrics.file", m.file)):
+    if m.profile_steps < 0:
+        raise BadInput(f"metrics.profile_steps: must not be negative, got {m.profile_steps}")
+    named = (
+        ("checkpoint.dir", c.dir),
+        ("metrics.file", m.file),
+        ("metrics.tensorboard_dir", m.tensorboard_dir),
+        ("metrics.profile_dir", m.profile_dir),
+    )
+    for key, path in named:
         if path is not None and not path.strip():
             raise BadInput(f"{key}: an empty path; name a directory/file or leave the key out")
 

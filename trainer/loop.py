@@ -94,6 +94,7 @@ class Loop:
         self.start_step = 0
         self.skipped_steps = 0
         self.warned_lost = False
+        self.profiler: torch.profiler.profile | None = None
         if run.resume is not None:
             state = run.resume.state
             self.start_step = run.resume.step
@@ -343,6 +344,8 @@ class Loop:
                 self.save_checkpoint(step)
             if stop_votes > 0 and step < last:
                 raise self._interrupted(step)
+            if self.profiler is not None:
+                self.profiler.step()
             tick = time.perf_counter()  # checkpoint and eval time is not step time
 
     def _out_of_memory(self, step: int, exc: Exception) -> OutOfMemory:
@@ -388,9 +391,35 @@ class Loop:
             f"signal {signum} at step {step}: {saved}; start again with --resume to continue",
         )
 
+    def _start_profiler(self) -> None:
+        """--profile N: torch.profiler over steps 3..N+2 (two warm-up steps first), written as a
+        Chrome/Perfetto trace (chrome://tracing, ui.perfetto.dev) per rank."""
+        n = self.run.cfg.metrics.profile_steps
+        if not n:
+            return
+        run = self.run
+        where = run.cfg.metrics.profile_dir or (str(run.ckpt_dir) if run.ckpt_dir else ".")
+        out = checkpoint.prepare_dir(where) / f"profile_rank{run.dist.rank}.json"
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if run.dist.device.type == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+
+        def ready(prof: torch.profiler.profile) -> None:
+            prof.export_chrome_trace(str(out))
+            self.sink.say(f"profile: {n} step(s) traced into {out}")
+
+        self.profiler = torch.profiler.profile(
+            activities=activities,
+            schedule=torch.profiler.schedule(wait=1, warmup=1, active=n, repeat=1),
+            on_trace_ready=ready,
+            record_shapes=True,
+        )
+        self.profiler.start()
+
     def train(self) -> Outcome:
         """Run to train.steps (or stop_at); the summary record is written whatever happens."""
         started = time.perf_counter()
+        self._start_profiler()
         try:
             self._train()
             t = self.run.cfg.train
@@ -402,6 +431,9 @@ class Loop:
             self.outcome.status, self.outcome.message = "interrupted", str(exc)
             raise
         finally:
+            if self.profiler is not None:
+                self.profiler.stop()
+                self.profiler = None
             self.outcome.wall_s = time.perf_counter() - started
             if self.outcome.status != "running":
                 self.sink.record(self.summary())
@@ -410,6 +442,7 @@ class Loop:
     def summary(self) -> dict[str, Any]:
         o, run = self.outcome, self.run
         tps = o.tokens_per_s(self.tokens_per_step)
+        per_device = o.tokens / run.dist.world
         return self._base("summary", o.step) | {
             "status": o.status,
             "message": o.message,
@@ -419,6 +452,8 @@ class Loop:
             "eval_loss": o.eval_loss,
             "tokens": o.tokens,
             "tokens_per_s": tps,
+            # everything included: first step, logging, evaluation, checkpoints
+            "tokens_per_s_wall": per_device / o.wall_s if o.wall_s > 0 and o.tokens else None,
             "mfu": mfu(run.flops_per_token, tps, run.peak_tflops)
             if tps and run.peak_tflops
             else None,

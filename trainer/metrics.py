@@ -56,11 +56,45 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def _board(logdir: str) -> Any:
+    """A TensorBoard SummaryWriter (torch.utils.tensorboard needs the tensorboard package)."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as exc:
+        raise BadInput(
+            f"metrics.tensorboard_dir {logdir}: TensorBoard output needs the tensorboard package "
+            f"({exc}); pip install tensorboard, or drop --tensorboard-dir"
+        ) from exc
+    try:
+        return SummaryWriter(log_dir=logdir)
+    except OSError as exc:
+        raise BadInput(f"metrics.tensorboard_dir {logdir}: cannot write ({exc})") from exc
+
+
+def _to_board(board: Any, record: dict[str, Any]) -> None:
+    """Numeric fields of train/eval records as scalars `event/field` at the record's step."""
+    if record.get("event") not in ("train", "eval"):
+        return
+    prefix = record["event"] if "run" not in record else f"{record['run']}/{record['event']}"
+    for key, value in record.items():
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if key != "step" and number and math.isfinite(value):
+            board.add_scalar(f"{prefix}/{key}", value, record["step"])
+
+
 class Sink:
     """Where records go: the JSONL file (append, flushed per line) and the console."""
 
-    def __init__(self, path: str | None, *, enabled: bool, console: IO[str] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | None,
+        *,
+        enabled: bool,
+        console: IO[str] | None = None,
+        tensorboard: str | None = None,
+    ) -> None:
         self.enabled = enabled
+        self._board = _board(tensorboard) if tensorboard and enabled else None
         self.console = console if console is not None else sys.stdout
         self._file: IO[str] | None = None
         self._path = path
@@ -74,6 +108,8 @@ class Sink:
                 ) from exc
 
     def record(self, record: dict[str, Any]) -> None:
+        if self._board is not None:
+            _to_board(self._board, record)
         if self._file is None:
             return
         try:
@@ -103,6 +139,9 @@ class Sink:
 
     def close(self) -> None:
         self._drop()
+        if self._board is not None:
+            self._board.close()
+            self._board = None
 
 
 def _fmt(value: float | None, spec: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -81,6 +81,21 @@ def float8_config(plan: Plan) -> Any:
     return float8.Float8LinearConfig(
         cast_config_input=forward, cast_config_weight=forward, cast_config_grad_output=grad
     )
+
+
+def size_filter(plan: Plan) -> Callable[[nn.Module, str], bool] | None:
+    """torchao's auto-filter for the recipe (torchtitan's `filter_fqns` + auto-filter): a Linear
+    whose GEMM is too small for FP8 to beat BF16 on an H100 stays BF16. None when this torchao
+    has no such filter (it is an experimental API: `_auto_filter_for_recipe`)."""
+    load()
+    utils = importlib.import_module("torchao.float8.float8_linear_utils")
+    auto = getattr(utils, "_auto_filter_for_recipe", None)
+    if auto is None:
+        return None
+    # rowwise_with_gw_hp has no filter of its own; its GEMMs are rowwise's
+    recipe = "rowwise" if plan.config.fp8_recipe.startswith("rowwise") else "tensorwise"
+    chosen: Callable[[nn.Module, str], bool] = auto(recipe, [])
+    return chosen
 
 
 def _compute_weight(dtype: torch.dtype) -> tuple[Any, Any]:
