@@ -231,12 +231,14 @@ def _apply_fp8(core: Transformer, plan: precision.Plan, device: torch.device) ->
         if use_filter and plan.config.fp8_backend == "torchao"
         else None
     )
-    choices = plan_layers(core, plan.config.sensitive_layers, core.arch.n_layers, filter_fn)
+    choices = plan_layers(
+        core, plan.config.sensitive_layers, core.arch.n_layers, filter_fn, plan.config.fp8_recipe
+    )
     names = {c.name for c in choices if c.fp8}
     if names and plan.config.fp8_backend == "transformer_engine":
         te_backend.convert(core, names, plan, device)
     elif names:
-        torchao_backend.convert(core, names, plan)
+        torchao_backend.convert(core, names, plan, emulate=device.type != "cuda")
     return choices
 
 
@@ -290,7 +292,7 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
         )
     micro = t.batch_size // (t.grad_accum * d.world)
     if plan.fp8_backward is not None:
-        problems = rules.token_problems(micro * seq_len)
+        problems = rules.token_problems(micro * seq_len, plan.config.fp8_recipe)
         if problems:
             raise BadInput("FP8 gradients: " + "; ".join(problems))
     need = memory.estimate(

@@ -242,6 +242,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def train_entry() -> int:
+    """The `train` console script: `train ARGS` is `python -m trainer train ARGS`."""
+    return main(["train", *sys.argv[1:]], restore_signals=False)
+
+
 def main(argv: Sequence[str] | None = None, *, restore_signals: bool = True) -> int:
     """Run a command; `restore_signals=False` (the process entry point) keeps SIGTERM/SIGINT
     handled until the process exits, so a signal after the run completed does not turn a

@@ -25,7 +25,7 @@ PRECISION_CHOICES: Final = {
     "backward_matmul": ("fp32", "bf16", "fp16", "fp8_e5m2", "fp8_e4m3"),
     "activation": ("fp32", "bf16", "fp16"),
     "grad_sync": ("fp32", "bf16"),
-    "fp8_recipe": ("tensorwise", "rowwise", "rowwise_with_gw_hp"),
+    "fp8_recipe": ("tensorwise", "rowwise", "rowwise_with_gw_hp", "mxfp8"),
     "fp8_backend": ("torchao", "transformer_engine"),
     "fp8_size_filter": ("auto", "always", "never"),
 }

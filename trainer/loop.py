@@ -73,6 +73,19 @@ def _set_rng_state(state: dict[str, Any]) -> None:
     random.setstate((version, tuple(internal), gauss))
 
 
+def _plain(value: Any) -> Any:
+    """State with tensor subclasses unwrapped (torchao's MXFP8 weight wrapper keeps the real
+    tensor in `_data`), so `torch.load(weights_only=True)` can read the checkpoint."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    inner = getattr(value, "_data", None)
+    if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor and inner is not None:
+        return _plain(inner)
+    return value
+
+
 class Loop:
     def __init__(
         self,
@@ -189,8 +202,8 @@ class Loop:
         if not run.dist.is_main:
             return
         state = {
-            "model": model_sd,
-            "optimizer": optim_sd,
+            "model": _plain(model_sd),
+            "optimizer": _plain(optim_sd),
             "scaler": run.scaler.state_dict() if run.scaler is not None else {},
             "rng": _rng_state(),
             "data_position": {"step": step, "samples": step * run.cfg.train.batch_size},

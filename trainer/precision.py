@@ -60,7 +60,12 @@ def problems(p: PrecisionConfig) -> list[str]:
             f"activation {p.activation} with {compute} matmuls: activations are kept either in "
             "fp32 or in the matmul dtype"
         )
-    if bwd8 and p.fp8_backend == "torchao":
+    if p.fp8_recipe == "mxfp8" and fwd8 and p.backward_matmul != "fp8_e4m3":
+        out.append(
+            "fp8_recipe mxfp8 casts all three GEMMs to E4M3 with 32-element blocks (torchao's "
+            "MXFP8 training): set backward_matmul fp8_e4m3"
+        )
+    if bwd8 and p.fp8_backend == "torchao" and p.fp8_recipe != "mxfp8":
         rowwise = p.fp8_recipe.startswith("rowwise")
         if rowwise and p.backward_matmul == "fp8_e5m2":
             out.append(

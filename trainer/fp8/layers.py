@@ -45,6 +45,7 @@ def plan_layers(
     sensitive: Sequence[str],
     n_layers: int,
     size_filter: SizeFilter | None = None,
+    recipe: str = "tensorwise",
 ) -> list[LayerChoice]:
     """One choice per nn.Linear, in module order; every sensitive entry must match a module.
 
@@ -67,7 +68,7 @@ def plan_layers(
         if not isinstance(module, nn.Linear):
             continue
         hits = [e for e, pats in entries.items() if any(fnmatch.fnmatchcase(name, p) for p in pats)]
-        shape = linear_problems(module.in_features, module.out_features)
+        shape = linear_problems(module.in_features, module.out_features, recipe)
         if hits:
             choice = LayerChoice(
                 name, module.in_features, module.out_features, False, f"sensitive ({hits[0]})"

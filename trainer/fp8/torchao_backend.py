@@ -121,13 +121,38 @@ def _compute_weight(dtype: torch.dtype) -> tuple[Any, Any]:
     return swap_in, swap_out
 
 
-def convert(model: nn.Module, layer_names: set[str], plan: Plan) -> nn.Module:
-    """Swap the named nn.Linear layers for torchao Float8Linear, in place."""
-    float8 = load()
-    config = float8_config(plan)
-    float8.convert_to_float8_training(
-        model, config=config, module_filter_fn=lambda _mod, fqn: fqn in layer_names
+def _convert_mx(model: nn.Module, layer_names: set[str], emulate: bool) -> None:
+    """MXFP8 training (torchao.prototype.moe_training): the named layers' weights become
+    MXFP8TrainingWeightWrapperTensor, whose matmuls quantize both operands to E4M3 with one
+    e8m0 scale per 32 elements. `emulate`: plain PyTorch ops (any device; slow, for tests)."""
+    try:
+        with _quiet_import():
+            mx = importlib.import_module("torchao.prototype.moe_training.config")
+            quantization = importlib.import_module("torchao.quantization")
+    except ImportError as exc:
+        raise BadInput(
+            f"fp8_recipe mxfp8 needs torchao's MXFP8 training (torchao >= 0.15), not importable "
+            f"here ({exc}); use fp8_recipe tensorwise"
+        ) from exc
+    recipe = mx.MXFP8TrainingRecipe
+    config = mx.MXFP8TrainingOpConfig.from_recipe(
+        recipe.MXFP8_EMULATED_RCEIL if emulate else recipe.MXFP8_RCEIL
     )
+    quantization.quantize_(model, config, filter_fn=lambda _mod, fqn: fqn in layer_names)
+
+
+def convert(
+    model: nn.Module, layer_names: set[str], plan: Plan, *, emulate: bool = False
+) -> nn.Module:
+    """Swap the named nn.Linear layers for torchao Float8Linear (or MXFP8 weights), in place."""
+    if plan.config.fp8_recipe == "mxfp8":
+        _convert_mx(model, layer_names, emulate)
+    else:
+        float8 = load()
+        config = float8_config(plan)
+        float8.convert_to_float8_training(
+            model, config=config, module_filter_fn=lambda _mod, fqn: fqn in layer_names
+        )
     if plan.master != plan.compute:
         swap_in, swap_out = _compute_weight(plan.compute)
         for name, module in model.named_modules():
