@@ -56,6 +56,7 @@ class Run:
     fp8_layers: list[LayerChoice]
     fp8_monitor: Fp8Monitor | None
     forward_context: Callable[[], contextlib.AbstractContextManager[object]]
+    weight_context: Callable[[], contextlib.AbstractContextManager[object]]
     ckpt_dir: Path | None
     resume: checkpoint.Loaded | None
     lr: float
@@ -208,6 +209,13 @@ def _check_memory(need: memory.Estimate, d: Dist, recompute: str) -> None:
             f"{memory.advice(d.mode, recompute)}. (train.memory_check false skips "
             "this check)"
         )
+
+
+def _weight_context(plan: precision.Plan, fp8_modules: list[nn.Module]) -> Callable[[], Any]:
+    """Around each micro-batch's forward and backward (a recompute reads the weights again)."""
+    if fp8_modules and plan.master != plan.compute and plan.config.fp8_backend == "torchao":
+        return lambda: torchao_backend.compute_weights(fp8_modules, plan.compute)
+    return contextlib.nullcontext
 
 
 def _forward_context(plan: precision.Plan, device: torch.device) -> Callable[[], Any]:
@@ -373,6 +381,7 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
         fp8_layers=fp8_layers,
         fp8_monitor=monitor,
         forward_context=_forward_context(plan, d.device),
+        weight_context=_weight_context(plan, [core.get_submodule(n) for n in fp8_names]),
         ckpt_dir=ckpt_dir,
         resume=loaded,
         lr=lr,

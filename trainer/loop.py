@@ -181,7 +181,7 @@ class Loop:
         with torch.no_grad():
             for i in range(run.cfg.train.eval_batches):
                 x, y = run.batches.eval(i)
-                with run.forward_context():
+                with run.weight_context(), run.forward_context():
                     total += run.model(x, y).float()
         run.model.train()
         all_reduce(total)
@@ -235,13 +235,14 @@ class Loop:
                 assert run.fp8_monitor is not None
                 run.fp8_monitor.arm()
             x, y = run.batches.train(step, micro)
-            with no_sync(run.model, micro == accum - 1), run.forward_context():
-                loss = run.model(x, y)
-            if run.fault is not None and run.fault[1] == step and run.fault[0] != "weight-nan":
-                loss = loss * float(run.fault[0])
-            loss_sum += loss.detach().float()
-            scaled = loss / accum
-            (run.scaler.scale(scaled) if run.scaler is not None else scaled).backward()
+            with run.weight_context():
+                with no_sync(run.model, micro == accum - 1), run.forward_context():
+                    loss = run.model(x, y)
+                if run.fault is not None and run.fault[1] == step and run.fault[0] != "weight-nan":
+                    loss = loss * float(run.fault[0])
+                loss_sum += loss.detach().float()
+                scaled = loss / accum
+                (run.scaler.scale(scaled) if run.scaler is not None else scaled).backward()
             if armed:
                 assert run.fp8_monitor is not None
                 run.fp8_monitor.disarm()

@@ -98,27 +98,28 @@ def size_filter(plan: Plan) -> Callable[[nn.Module, str], bool] | None:
     return chosen
 
 
-def _compute_weight(dtype: torch.dtype) -> tuple[Any, Any]:
-    """Hooks that show a Float8Linear its fp32 master weight as a `dtype` copy for one call.
+@contextmanager
+def compute_weights(modules: list[nn.Module], dtype: torch.dtype) -> Iterator[None]:
+    """Show the FP8 layers their fp32 master weights as `dtype` copies for one forward.
 
     FSDP2's MixedPrecisionPolicy(param_dtype=bf16) does this for sharded runs (torchtitan's
     setup); a single process or DDP has no such cast, and torchao's high-precision backward
     GEMMs (the casts `fp8-fwd` disables) would meet an fp32 weight and a bf16 gradient. The
-    cast is differentiable, so the gradient reaches the fp32 master in fp32.
+    cast is differentiable (the gradient reaches the fp32 master in fp32) and happens before
+    the blocks run, outside any activation-checkpointed region, so a recompute sees the same
+    copies. Autograd keeps what the backward needs after the masters are put back.
     """
-
-    def swap_in(module: nn.Module, args: Any) -> None:
-        master = module._parameters["weight"]
-        if master is not None and master.dtype != dtype:
-            module.__dict__["_trainer_master"] = master
-            module._parameters["weight"] = master.to(dtype)  # type: ignore[assignment]
-
-    def swap_out(module: nn.Module, args: Any, output: Any) -> None:
-        master = module.__dict__.pop("_trainer_master", None)
-        if master is not None:
-            module._parameters["weight"] = master
-
-    return swap_in, swap_out
+    swapped: list[tuple[nn.Module, torch.Tensor]] = []
+    try:
+        for module in modules:
+            master = module._parameters["weight"]
+            if master is not None and master.dtype != dtype:
+                swapped.append((module, master))
+                module._parameters["weight"] = master.to(dtype)  # type: ignore[assignment]
+        yield
+    finally:
+        for module, master in swapped:
+            module._parameters["weight"] = master  # type: ignore[assignment]
 
 
 def _convert_mx(model: nn.Module, layer_names: set[str], emulate: bool) -> None:
@@ -153,10 +154,4 @@ def convert(
         float8.convert_to_float8_training(
             model, config=config, module_filter_fn=lambda _mod, fqn: fqn in layer_names
         )
-    if plan.master != plan.compute:
-        swap_in, swap_out = _compute_weight(plan.compute)
-        for name, module in model.named_modules():
-            if name in layer_names:
-                module.register_forward_pre_hook(swap_in)
-                module.register_forward_hook(swap_out)
     return model
