@@ -107,6 +107,7 @@ class Loop:
         self.start_step = 0
         self.skipped_steps = 0
         self.warned_lost = False
+        self.last_unchanged: float | None = None
         self.profiler: torch.profiler.profile | None = None
         if run.resume is not None:
             state = run.resume.state
@@ -292,6 +293,7 @@ class Loop:
         if total <= 0:
             return None
         frac = float(unchanged / total)
+        self.last_unchanged = frac
         message = health.lost_updates(frac, self.run.plan.config)
         if message is not None and not self.warned_lost:
             self.sink.warn(message)

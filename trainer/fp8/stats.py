@@ -104,7 +104,8 @@ class Fp8Monitor:
             with torch.no_grad():
                 x = inputs[0]
                 amax = _amax(x)
-                weight = _local(module._parameters["weight"])  # a compute copy, maybe
+                # the parameter, or its compute copy (torchao_backend.compute_weights)
+                weight = _local(module.__dict__["_parameters"]["weight"])
                 row = self._row(name, x)
                 row[0] = amax
                 row[1] = _amax(weight) if weight.numel() else 0.0

@@ -109,7 +109,7 @@ def compute_weights(modules: list[nn.Module], dtype: torch.dtype) -> Iterator[No
     the blocks run, outside any activation-checkpointed region, so a recompute sees the same
     copies. Autograd keeps what the backward needs after the masters are put back.
     """
-    swapped: list[tuple[nn.Module, torch.Tensor]] = []
+    swapped: list[tuple[nn.Module, nn.Parameter]] = []
     try:
         for module in modules:
             master = module._parameters["weight"]
@@ -119,7 +119,7 @@ def compute_weights(modules: list[nn.Module], dtype: torch.dtype) -> Iterator[No
         yield
     finally:
         for module, master in swapped:
-            module._parameters["weight"] = master  # type: ignore[assignment]
+            module._parameters["weight"] = master
 
 
 def _convert_mx(model: nn.Module, layer_names: set[str], emulate: bool) -> None:
