@@ -68,6 +68,7 @@ class Run:
     fault: tuple[str, int] | None
     mem_estimate: memory.Estimate
     compiled: bool
+    fp8_all_gather: bool  # FSDP2 float8 all-gather: precompute the scales after each step
     notes: list[str]  # warnings for the start of the run (resume fallbacks and overrides)
 
 
@@ -211,9 +212,13 @@ def _check_memory(need: memory.Estimate, d: Dist, recompute: str) -> None:
         )
 
 
-def _weight_context(plan: precision.Plan, fp8_modules: list[nn.Module]) -> Callable[[], Any]:
-    """Around each micro-batch's forward and backward (a recompute reads the weights again)."""
-    if fp8_modules and plan.master != plan.compute and plan.config.fp8_backend == "torchao":
+def _weight_context(
+    plan: precision.Plan, fp8_modules: list[nn.Module], mode: str
+) -> Callable[[], Any]:
+    """Around each micro-batch's forward and backward (a recompute reads the weights again).
+    FSDP2 casts the parameters itself (MixedPrecisionPolicy.param_dtype)."""
+    cast = plan.master != plan.compute and plan.config.fp8_backend == "torchao"
+    if fp8_modules and cast and mode != "fsdp":
         return lambda: torchao_backend.compute_weights(fp8_modules, plan.compute)
     return contextlib.nullcontext
 
@@ -231,7 +236,9 @@ def _forward_context(plan: precision.Plan, device: torch.device) -> Callable[[],
     return lambda: precision.autocast(plan, device.type)
 
 
-def _apply_fp8(core: Transformer, plan: precision.Plan, device: torch.device) -> list[LayerChoice]:
+def _apply_fp8(
+    core: Transformer, plan: precision.Plan, device: torch.device, all_gather: bool
+) -> list[LayerChoice]:
     mode = plan.config.fp8_size_filter
     use_filter = mode == "always" or (mode == "auto" and device.type == "cuda")
     filter_fn = (
@@ -246,7 +253,9 @@ def _apply_fp8(core: Transformer, plan: precision.Plan, device: torch.device) ->
     if names and plan.config.fp8_backend == "transformer_engine":
         te_backend.convert(core, names, plan, device)
     elif names:
-        torchao_backend.convert(core, names, plan, emulate=device.type != "cuda")
+        torchao_backend.convert(
+            core, names, plan, emulate=device.type != "cuda", all_gather=all_gather
+        )
     return choices
 
 
@@ -326,7 +335,12 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
 
     torch.manual_seed(t.seed)
     core = Transformer(arch, activation_dtype=plan.activation).to(plan.master)
-    fp8_layers = _apply_fp8(core, plan, d.device) if plan.uses_fp8 else []
+    all_gather = (
+        plan.uses_fp8
+        and plan.config.fp8_backend == "torchao"
+        and torchao_backend.fsdp_float8_all_gather(plan, d.mode)
+    )
+    fp8_layers = _apply_fp8(core, plan, d.device, all_gather) if plan.uses_fp8 else []
     recompute.apply(core, t.activation_checkpointing)
     if use_compile:
         for block in core.blocks:
@@ -381,7 +395,7 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
         fp8_layers=fp8_layers,
         fp8_monitor=monitor,
         forward_context=_forward_context(plan, d.device),
-        weight_context=_weight_context(plan, [core.get_submodule(n) for n in fp8_names]),
+        weight_context=_weight_context(plan, [core.get_submodule(n) for n in fp8_names], d.mode),
         ckpt_dir=ckpt_dir,
         resume=loaded,
         lr=lr,
@@ -398,5 +412,6 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
         fault=fault,
         mem_estimate=need,
         compiled=use_compile,
+        fp8_all_gather=bool(all_gather) and any(c.fp8 for c in fp8_layers),
         notes=notes,
     )

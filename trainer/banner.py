@@ -43,6 +43,7 @@ def lines(run: Run) -> list[str]:
         out.append(
             f"fp8: {len(fp8)}/{len(run.fp8_layers)} linear layers via {p.fp8_backend} "
             f"({p.fp8_recipe}); kept in high precision: {'; '.join(kept) or 'none'}"
+            + ("; FSDP2 float8 all-gather" if run.fp8_all_gather else "")
         )
     if cfg.train.activation_checkpointing != "none" or run.compiled:
         out.append(

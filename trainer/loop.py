@@ -25,6 +25,7 @@ from trainer import checkpoint, health, memory
 from trainer.assemble import Run
 from trainer.distributed import all_reduce, no_sync
 from trainer.errors import Interrupted, NumericalStop, OutOfMemory
+from trainer.fp8 import torchao_backend
 from trainer.metrics import Sink, Window, peak_memory_gb, train_line
 from trainer.mfu import mfu
 from trainer.presets import LAYERING_KEYS
@@ -278,6 +279,8 @@ class Loop:
                     f"{run.cfg.precision.loss_scale_floor:g}: fp16 gradients keep overflowing"
                 )
         run.optimizer.measure = False
+        if run.fp8_all_gather:
+            torchao_backend.precompute_scales(run.model)
         run.optimizer.zero_grad(set_to_none=True)
         if run.fault is not None and run.fault == ("weight-nan", step):
             with torch.no_grad():

@@ -48,7 +48,25 @@ def load() -> Any:
     return float8
 
 
-def float8_config(plan: Plan) -> Any:
+def fsdp_float8_all_gather(plan: Plan, mode: str) -> bool:
+    """torchtitan's FSDP2 float8 all-gather: the sharded weights are cast to FP8 before the
+    all-gather (half the bytes of bf16), with one scale per tensor computed for all layers at
+    once after the optimizer step (`precompute_float8_dynamic_scale_for_fsdp`). torchao offers
+    it for tensorwise scaling only, and only with every GEMM in FP8: `fp8-fwd`'s BF16
+    backward needs the high-precision weight, which a float8 all-gather does not bring."""
+    return (
+        mode == "fsdp" and plan.config.fp8_recipe == "tensorwise" and plan.fp8_backward is not None
+    )
+
+
+def precompute_scales(model: nn.Module) -> None:
+    """After each optimizer step under FSDP2 float8 all-gather: every FP8 weight's amax in one
+    all-reduce instead of one per layer."""
+    utils = importlib.import_module("torchao.float8.fsdp_utils")
+    utils.precompute_float8_dynamic_scale_for_fsdp(model)
+
+
+def float8_config(plan: Plan, all_gather: bool = False) -> Any:
     """The torchao Float8LinearConfig for this precision plan."""
     float8 = load()
     cfg_mod = importlib.import_module("torchao.float8.config")
@@ -70,6 +88,7 @@ def float8_config(plan: Plan) -> Any:
             cast_config_input_for_grad_weight=off,
             cast_config_weight_for_grad_input=off,
             round_scales_to_power_of_2=rowwise,
+            enable_fsdp_float8_all_gather=all_gather,
         )
     if rowwise:
         return float8.Float8LinearConfig.from_recipe_name(recipe)
@@ -79,7 +98,10 @@ def float8_config(plan: Plan) -> Any:
         target_dtype=plan.fp8_backward,
     )
     return float8.Float8LinearConfig(
-        cast_config_input=forward, cast_config_weight=forward, cast_config_grad_output=grad
+        cast_config_input=forward,
+        cast_config_weight=forward,
+        cast_config_grad_output=grad,
+        enable_fsdp_float8_all_gather=all_gather,
     )
 
 
@@ -143,14 +165,19 @@ def _convert_mx(model: nn.Module, layer_names: set[str], emulate: bool) -> None:
 
 
 def convert(
-    model: nn.Module, layer_names: set[str], plan: Plan, *, emulate: bool = False
+    model: nn.Module,
+    layer_names: set[str],
+    plan: Plan,
+    *,
+    emulate: bool = False,
+    all_gather: bool = False,
 ) -> nn.Module:
     """Swap the named nn.Linear layers for torchao Float8Linear (or MXFP8 weights), in place."""
     if plan.config.fp8_recipe == "mxfp8":
         _convert_mx(model, layer_names, emulate)
     else:
         float8 = load()
-        config = float8_config(plan)
+        config = float8_config(plan, all_gather)
         float8.convert_to_float8_training(
             model, config=config, module_filter_fn=lambda _mod, fqn: fqn in layer_names
         )
