@@ -6,15 +6,13 @@ import hashlib
 import json
 import resource
 import signal
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.trainer.trainer_helpers import QUICK, REPO, RunCli, records, subprocess_env
+from tests.trainer.trainer_helpers import QUICK, RunCli, records, run_python
 from trainer import checkpoint
 from trainer.errors import EXIT_BAD_INPUT, EXIT_NUMERICAL
 
@@ -273,16 +271,10 @@ def test_a_full_disk_during_a_checkpoint_is_exit_2_and_leaves_the_older_ones(
     """RLIMIT_FSIZE stands in for a full disk: state.pt (~2.8 MB) cannot be written, the
     1 MiB-limited process gets the same OSError path as ENOSPC."""
     ckpt = tmp_path / "ck"
-    proc = subprocess.run(
-        [sys.executable, "-m", "trainer", "train", *QUICK, "--steps", "2", "--ckpt-dir", str(ckpt)],
-        capture_output=True,
-        text=True,
-        env=subprocess_env(),
-        cwd=REPO,
-        timeout=120,
-        check=False,
+    proc = run_python(
+        "-m", "trainer", "train", *QUICK, "--steps", "2", "--ckpt-dir", str(ckpt),
         preexec_fn=_limit_file_size,
-    )
+    )  # fmt: skip
     assert proc.returncode == EXIT_BAD_INPUT, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     last = proc.stderr.strip().splitlines()[-1]

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.trainer.trainer_helpers import QUICK, REPO, records, subprocess_env
+from tests.trainer.trainer_helpers import (
+    QUICK,
+    records,
+    run_python,
+    signal_once_logging,
+)
 from trainer import checkpoint
 from trainer.errors import EXIT_SIGTERM
 
@@ -18,9 +20,8 @@ from trainer.errors import EXIT_SIGTERM
 @pytest.mark.slow
 def test_sigterm_under_the_launcher_checkpoints_and_exits_143(tmp_path: Path) -> None:
     ckpt, metrics = tmp_path / "ck", tmp_path / "m.jsonl"
-    proc = subprocess.Popen(
+    code, err = signal_once_logging(
         [
-            sys.executable,
             "-m",
             "trainer.launch",
             "--standalone",
@@ -39,24 +40,11 @@ def test_sigterm_under_the_launcher_checkpoints_and_exits_143(tmp_path: Path) ->
             "--metrics-file",
             str(metrics),
         ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=subprocess_env(),
-        cwd=REPO,
+        metrics,
+        signal.SIGTERM,  # what `podman stop` sends to PID 1
+        wait_s=120,
     )
-    try:
-        deadline = time.monotonic() + 120
-        while not (metrics.exists() and metrics.read_text().count("\n") >= 3):
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGTERM)  # what `podman stop` sends to PID 1
-        _, err = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == EXIT_SIGTERM, err[-3000:]
+    assert code == EXIT_SIGTERM, err[-3000:]
     assert "Traceback" not in err and err.count("checkpoint saved in") == 2
     assert err.strip().splitlines()[-1].startswith("stopped: signal 15")
     (summary,) = records(metrics, "summary")
@@ -76,14 +64,6 @@ def test_sigterm_after_the_run_completed_is_exit_0(tmp_path: Path) -> None:
         "os.kill(os.getpid(), signal.SIGTERM)\n"
         "sys.exit(code)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=subprocess_env(),
-        cwd=REPO,
-        timeout=120,
-        check=False,
-    )
+    proc = run_python("-c", code)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "done: completed at step 2" in proc.stdout
