@@ -27,11 +27,14 @@ EXIT_CODES_HELP = """\
 exit codes:
   0    training finished (or reached --stop-at); a checkpoint was written if --ckpt-dir is set
   2    bad input, found before training: unknown precision names or impossible combinations,
-       missing/empty/short data file, unwritable checkpoint dir, corrupt checkpoint on
-       --resume, a sequence length the model cannot take, FP8 on a GPU below sm_89, bad flags
+       NaN/Inf or out-of-range numbers, missing/empty/short data file, unwritable checkpoint
+       dir, a memory estimate beyond the device, a corrupt or mismatched checkpoint on
+       --resume (see --resume-anyway), a sequence length the model cannot take, FP8 on a GPU
+       below sm_89, bad flags; during the run: a metrics file or checkpoint the disk refuses,
+       out of memory in a step
   3    numerical stop: NaN/Inf in loss or grad norm (stopped before the optimizer step; the
-       last checkpoint is untouched), fp16 loss scale below its floor, or a loss spike with
-       health.spike_action stop
+       last checkpoint is untouched), NaN/Inf weights when a checkpoint is due (not written),
+       fp16 loss scale below its floor, or a loss spike with health.spike_action stop
   130  SIGINT, 143 SIGTERM (podman stop): the current step finished, a checkpoint was saved,
        clean exit; start again with --resume to continue
 """
