@@ -82,6 +82,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument(
+        "--models", default="tiny,small", help="comma-separated sizes to time ('' for none)"
+    )
+    parser.add_argument(
         "--masters-steps",
         type=int,
         default=300,
@@ -96,7 +99,8 @@ def main() -> None:
         f"{'model':<7}{'preset':<9}{'bare ms/step':>14}{'trainer ms/step':>17}"
         f"{'overhead':>10}{'rounds range':>20}"
     )
-    for model, preset in CASES:
+    models = {m for m in args.models.split(",") if m}
+    for model, preset in (c for c in CASES if c[0] in models):
         bare, ours = [], []
         for i in range(args.rounds):
             if i % 2:
