@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# BF16 vs FP8-fwd with the bundled trainer on a CUDA machine that has torch (no podman needed):
-# the 350m model, synthetic data, a fixed number of steps per preset; prints a table and writes
-# gpu_bench.json (tok/s per GPU, MFU, peak memory, final loss). Without torchao it runs BF16
-# only and says so. Budget: two presets x 240 s at most, normally 2-4 minutes in all.
+# BF16 vs FP8-fwd vs FP8 with the bundled trainer on a CUDA machine that has torch (no podman
+# needed): the 350m model, synthetic data, a fixed number of steps per preset, torch.compile on
+# for all three; prints a table and writes gpu_bench.json (tok/s per GPU, MFU, peak memory, final
+# loss, FP8/BF16 ratios). Without torchao it runs BF16 only and says so. Budget: three presets x
+# 170 s at most (540 s in all), normally 3-5 minutes.
 #
 #   benchmarks/gpu.sh [--steps 40] [--batch-size 16] [--seq-len 1024] [--out FILE] [--no-compile]
 #
-# PYTHON selects the interpreter (default: python3).
+# PYTHON selects the interpreter (default: python3). TORCHAO_WHEELS=DIR installs torchao from
+# wheels in DIR beside a preinstalled torch (pip --no-deps --target, torch itself untouched)
+# when this python cannot import torchao.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -15,6 +18,7 @@ if ! "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() el
     echo "gpu.sh: $PYTHON has no CUDA-enabled torch that sees a GPU" >&2
     exit 2
 fi
+. scripts/torchao-wheels.sh
 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m trainer info
 echo
 exec timeout 540 env PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" benchmarks/gpu_bench.py "$@"

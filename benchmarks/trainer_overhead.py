@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import statistics
 import time
 
@@ -66,9 +67,10 @@ def bare_seconds(model: str, preset: str, steps: int) -> float:
     start = time.thread_time()
     for step in range(1, steps + 1):
         x, y = run.batches.train(step, 0)
-        with run.forward_context():
-            loss = run.core(x, y)
-        loss.backward()
+        with run.weight_context():  # fp32 masters: the FP8 layers' bf16 copies
+            with run.forward_context():
+                loss = run.core(x, y)
+            loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
         run.optimizer.step()
         run.optimizer.zero_grad(set_to_none=True)
@@ -78,15 +80,27 @@ def bare_seconds(model: str, preset: str, steps: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--models", default="tiny,small", help="comma-separated sizes to time ('' for none)"
+    )
+    parser.add_argument(
+        "--masters-steps",
+        type=int,
+        default=300,
+        help="steps of the bf16-master vs fp32-master comparison (0 skips it)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"torch {torch.__version__}, 1 thread, {args.steps} steps, {args.rounds} rounds")
+    load = os.getloadavg()[0]
+    print(f"load average at start {load:.1f} on {os.cpu_count()} CPUs")
     print(
         f"{'model':<7}{'preset':<9}{'bare ms/step':>14}{'trainer ms/step':>17}"
         f"{'overhead':>10}{'rounds range':>20}"
     )
-    for model, preset in CASES:
+    models = {m for m in args.models.split(",") if m}
+    for model, preset in (c for c in CASES if c[0] in models):
         bare, ours = [], []
         for i in range(args.rounds):
             if i % 2:
@@ -102,6 +116,41 @@ def main() -> None:
             f"{model:<7}{preset:<9}{b:>14.2f}{t:>17.2f}"
             f"{statistics.median(ratios):>+10.1%}{spread:>20}"
         )
+    if args.masters_steps:
+        masters(args.masters_steps)
+
+
+MASTERS = (("fp32", False), ("bf16", False), ("bf16", True))
+
+
+def masters(steps: int) -> None:
+    """The bf16 preset's final loss (mean of the last 10 %) with each master-weight storage:
+    what bf16 masters lose to rounding, and what stochastic rounding wins back."""
+    print(f"\nbf16 preset, tiny model, {steps} steps (lr 3e-3 peak, cosine to 3e-4): final loss")
+    print(f"{'master weights':<22}{'final loss':>12}{'unchanged at end':>18}")
+    for master, sr in MASTERS:
+        cfg = config.build(
+            {
+                "model": {"size": "tiny"},
+                "train": {"steps": steps, "eval_interval": 0, "device": "cpu"},
+                "precision": {"master_weights": master, "stochastic_rounding": sr},
+                "metrics": {"log_interval": steps // 10},
+            },
+            preset="bf16",
+        )
+        run = assemble(
+            cfg, Dist(rank=0, world=1, local_rank=0, device=torch.device("cpu"), mode="none")
+        )
+        loop = Loop(run, _Quiet(), StopRequest(), label="masters", keep_curve=True)
+        outcome = loop.train()
+        tail = [outcome.losses[s] for s in sorted(outcome.losses)][-max(1, steps // 10) :]
+        name = master + (" + stochastic rnd" if sr else "")
+        print(f"{name:<22}{sum(tail) / len(tail):>12.4f}{loop.last_unchanged or 0:>18.1%}")
+
+
+class _Quiet(Sink):
+    def __init__(self) -> None:
+        super().__init__(None, enabled=False)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,10 @@
 #   2. the arch flags of this torch (torch._C._cuda_getArchFlags()) include the GPU's arch, and
 #      agree with a fatbin scan of this torch's own libtorch_cuda.so (builder/fatbin.py), and
 #      `trainimg arches` says every torch library runs on the GPU;
-#   3. the bundled trainer runs a few BF16 and FP8-fwd steps ON THE GPU: finite, falling loss
-#      (FP8 only on sm_89+; below that it is reported as skipped, not passed).
+#   3. the bundled trainer runs a few BF16, FP8-fwd and FP8 steps ON THE GPU: finite, falling
+#      loss, fp32 masters losing no updates (FP8 only on sm_89+; below that it is reported as
+#      skipped, not passed); the MXFP8 recipe trains on sm_100+ and is refused (exit 2, naming
+#      sm_100) below.
 # Prints a table and writes gpu-verify.json to $OUT (default ./gpu-verify-out). Exit 0 only
 # when nothing failed. Runs in about a minute; needs the repo (builder/, trainer/) and torch
 # (+ torchao for FP8) in $PYTHON.
@@ -20,6 +22,7 @@ STEPS=${STEPS:-20}
 OUT=${OUT:-gpu-verify-out}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+. scripts/torchao-wheels.sh  # TORCHAO_WHEELS=DIR: torchao beside a preinstalled torch
 
 "$PYTHON" - "$OUT" "$STEPS" <<'PY'
 import datetime as dt
@@ -96,7 +99,7 @@ if torch is not None:
 
 # 3. trainer steps on the GPU
 fp8_ok = gpu_cc is not None and gpu_cc >= (8, 9)
-for preset in ("bf16", "fp8-fwd"):
+for preset in ("bf16", "fp8-fwd", "fp8"):
     check = f"train_{preset.replace('-', '_')}"
     if gpu_cc is None:
         record(check, "skipped", "no GPU found by nvidia-smi")
@@ -118,10 +121,25 @@ for preset in ("bf16", "fp8-fwd"):
     recs = [json.loads(ln) for ln in open(metrics) if ln.strip().startswith("{")]
     losses = [float(r["loss"]) for r in recs if r.get("event") == "train" and "loss" in r]
     ok = len(losses) >= 2 and all(math.isfinite(x) for x in losses) and losses[-1] < losses[0]
+    unchanged = [r.get("unchanged_frac") for r in recs if r.get("event") == "train"]
+    ok = ok and all(u is not None and u < 0.01 for u in unchanged)
     tps = [r.get("tokens_per_s") for r in recs if r.get("event") == "train"]
     record(check, "passed" if ok else "failed",
            f"{len(losses)} steps on {gpu_name} in {took:.1f}s; loss "
            f"{losses[0]:.4f} -> {losses[-1]:.4f}; tokens/s {tps[-1]:.0f}" if losses else "no loss")
+
+# 4. MXFP8: block-scaled FP8 needs sm_100; below it the trainer must refuse with the reason
+if gpu_cc is not None:
+    mx = ("--preset", "fp8", "--fp8-recipe", "mxfp8", "--backward-matmul", "fp8_e4m3")
+    p = sh(sys.executable, "-m", "trainer", "train", *mx, "--model", "small", "--steps", "4",
+           "--eval-interval", "0", "--device", "cuda")
+    if gpu_cc < (10, 0):
+        refused = p.returncode == 2 and "sm_100" in p.stderr and "Traceback" not in p.stderr
+        record("mxfp8_refused", "passed" if refused else "failed",
+               f"exit {p.returncode}: {p.stderr.strip().splitlines()[-1][:200] if p.stderr else ''}")
+    else:
+        record("mxfp8_trains", "passed" if p.returncode == 0 else "failed",
+               f"exit {p.returncode}: {(p.stderr or p.stdout).strip()[-300:]}")
 
 summary = {o: sum(1 for r in results if r["outcome"] == o) for o in ("passed", "failed", "skipped")}
 doc = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "gpu": gpu_name,

@@ -4,4 +4,4 @@ import sys
 
 from trainer.cli import main
 
-sys.exit(main())
+sys.exit(main(restore_signals=False))

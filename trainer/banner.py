@@ -43,21 +43,38 @@ def lines(run: Run) -> list[str]:
         out.append(
             f"fp8: {len(fp8)}/{len(run.fp8_layers)} linear layers via {p.fp8_backend} "
             f"({p.fp8_recipe}); kept in high precision: {'; '.join(kept) or 'none'}"
+            + ("; FSDP2 float8 all-gather" if run.fp8_all_gather else "")
         )
-    if cfg.train.activation_checkpointing != "none" or cfg.train.compile:
+    if cfg.train.activation_checkpointing != "none" or run.compiled:
         out.append(
             f"activation checkpointing {cfg.train.activation_checkpointing} | "
-            f"torch.compile {'on' if cfg.train.compile else 'off'}"
+            f"torch.compile {'on' if run.compiled else 'off'}"
         )
     if run.resume is not None:
         out.append(f"resumed from {run.resume.path} (step {run.resume.step})")
     return out
 
 
-def fp8_warnings(run: Run) -> list[str]:
+def warnings(run: Run) -> list[str]:
+    """Start-of-run warnings: settings that run but probably not as the user meant."""
+    out = list(run.notes)
     if run.plan.uses_fp8 and not any(c.fp8 for c in run.fp8_layers):
-        return [
+        out.append(
             "FP8 was asked for but no layer qualifies (all sensitive or misshapen): "
             "this run is BF16"
-        ]
-    return []
+        )
+    if any(c.fp8 for c in run.fp8_layers) and not run.compiled:
+        where = "on this CPU" if run.dist.device.type == "cpu" else "here"
+        out.append(
+            f"FP8 runs EAGER {where} (no torch.compile): torchao's casts do not fuse, and eager "
+            "FP8 is often slower than BF16 (pytorch/ao#2262, #1199); use --compile with a C "
+            "compiler on PATH for speed"
+        )
+    p = run.plan.config
+    if p.master_weights == "bf16" and not p.stochastic_rounding:
+        out.append(
+            "master_weights bf16 without stochastic rounding: an update below half a bf16 ulp "
+            "(2**-9 of the weight) is lost; use master_weights fp32 (the presets' default) or "
+            "precision.stochastic_rounding true. The train records' unchanged_frac shows the loss"
+        )
+    return out

@@ -23,7 +23,7 @@ from typing import Any, BinaryIO, Final
 import torch
 
 from trainer import __version__
-from trainer.errors import BadInput
+from trainer.errors import BadInput, TrainerError
 
 FORMAT: Final = 1
 STATE_FILE: Final = "state.pt"
@@ -45,11 +45,16 @@ class _HashingWriter:
         self.f = f
         self.digest = hashlib.sha256()
         self.size = 0
+        self.failure: OSError | None = None  # torch.save reports it as a RuntimeError
 
     def write(self, data: bytes) -> int:
         self.digest.update(data)
         self.size += len(data)
-        return self.f.write(data)
+        try:
+            return self.f.write(data)
+        except OSError as exc:
+            self.failure = exc
+            raise
 
     def flush(self) -> None:
         self.f.flush()
@@ -95,17 +100,43 @@ def list_steps(path: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+class WriteFailed(TrainerError):
+    """The disk refused a checkpoint (full, gone read-only, quota): exit 2, earlier ones intact."""
+
+
 def save(
     path: Path, step: int, state: dict[str, Any], meta: dict[str, Any], keep_last: int
 ) -> Path:
-    """Write checkpoint `step` atomically, then drop all but the newest `keep_last`."""
+    """Write checkpoint `step` atomically, then drop all but the newest `keep_last`.
+
+    A failed write (disk full, quota) removes its temporary directory and raises WriteFailed;
+    the checkpoints already there are untouched."""
+    tmp = path / f".tmp-{step_name(step)}-{os.getpid()}"
+    try:
+        return _save(path, tmp, step, state, meta, keep_last)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise WriteFailed(
+            f"checkpoint dir {path}: writing {step_name(step)} failed "
+            f"({exc.strerror or exc}); the earlier checkpoints are intact. Free space there, "
+            "lower checkpoint.keep_last or pass another --ckpt-dir, then --resume"
+        ) from exc
+
+
+def _save(
+    path: Path, tmp: Path, step: int, state: dict[str, Any], meta: dict[str, Any], keep_last: int
+) -> Path:
     pid = os.getpid()
-    tmp = path / f".tmp-{step_name(step)}-{pid}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     with open(tmp / STATE_FILE, "wb") as f:
         writer = _HashingWriter(f)
-        torch.save(state, writer)  # type: ignore[arg-type]
+        try:
+            torch.save(state, writer)  # type: ignore[arg-type]
+        except RuntimeError as exc:
+            if writer.failure is None:
+                raise
+            raise writer.failure from exc
         f.flush()
         os.fsync(f.fileno())
     full_meta = {
@@ -172,14 +203,80 @@ def load(path: Path) -> Loaded:
         raise _corrupt(path, f"cannot read {STATE_FILE} ({exc.strerror or exc})") from exc
     if digest.hexdigest() != meta.get("state_sha256"):
         raise _corrupt(path, f"{STATE_FILE} does not match the sha256 in {META_FILE}")
+    problem = _meta_problem(meta)
+    if problem:
+        raise _corrupt(path, f"{META_FILE}: {problem}")
     try:
         state = torch.load(path / STATE_FILE, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for a bad archive
         raise _corrupt(path, f"torch.load failed ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(state, dict):
+        raise _corrupt(path, f"{STATE_FILE} holds a {type(state).__name__}, not a mapping")
     missing = [k for k in _REQUIRED if k not in state]
     if missing:
         raise _corrupt(path, f"{STATE_FILE} lacks {', '.join(missing)}")
-    return Loaded(path=path, step=int(meta["step"]), state=state, meta=meta)
+    problem = _state_problem(state)
+    if problem:
+        raise _corrupt(path, f"{STATE_FILE}: {problem}")
+    return Loaded(path=path, step=meta["step"], state=state, meta=meta)
+
+
+# meta.json keys this trainer reads, with their JSON types
+_META_TYPES: Final = {
+    "step": int,
+    "state_sha256": str,
+    "config": dict,
+    "arch": dict,
+    "data": dict,
+    "world_size": int,
+}
+
+
+def _meta_problem(meta: dict[str, Any]) -> str | None:
+    for key, kind in _META_TYPES.items():
+        if key not in meta:
+            return f"the key {key!r} is missing"
+        value = meta[key]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return f"{key!r} should be a JSON {kind.__name__}, not {value!r}"[:200]
+    if meta["step"] < 0 or meta["world_size"] < 1:
+        return f"step {meta['step']} / world_size {meta['world_size']} out of range"
+    train = meta["config"].get("train")
+    precision = meta["config"].get("precision")
+    if not isinstance(train, dict) or not isinstance(precision, dict):
+        return "config lacks its train/precision sections"
+    return None
+
+
+def _state_problem(state: dict[str, Any]) -> str | None:
+    """Shapes of the parts the loop reads, so a bad state is exit 2, not a traceback later."""
+    model = state["model"]
+    if not isinstance(model, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in model.items()
+    ):
+        return "'model' is not a mapping of names to tensors"
+    optim = state["optimizer"]
+    if not isinstance(optim, dict) or not {"state", "param_groups"} <= set(optim):
+        return "'optimizer' lacks state/param_groups"
+    rng = state["rng"]
+    if not isinstance(rng, dict) or not isinstance(rng.get("torch"), torch.Tensor):
+        return "'rng' lacks the torch generator state"
+    if rng["torch"].dtype != torch.uint8 or not isinstance(rng.get("cuda", []), list):
+        return "'rng' holds a malformed generator state"
+    py = rng.get("python")
+    if not (
+        isinstance(py, list | tuple)
+        and len(py) == 3
+        and isinstance(py[0], int)
+        and isinstance(py[1], list | tuple)
+        and len(py[1]) == 625
+        and all(isinstance(x, int) for x in py[1])
+    ):
+        return "'rng' holds a malformed Python random state"
+    position = state["data_position"]
+    if not isinstance(position, dict) or not isinstance(position.get("step"), int):
+        return "'data_position' lacks its step"
+    return None
 
 
 def find_resume(resume: str, ckpt_dir: Path | None) -> Path | None:
@@ -193,3 +290,30 @@ def find_resume(resume: str, ckpt_dir: Path | None) -> Path | None:
         raise BadInput("--resume needs --ckpt-dir (where the checkpoints are)")
     steps = list_steps(ckpt_dir)
     return steps[-1][1] if steps else None
+
+
+def load_newest_valid(ckpt_dir: Path) -> tuple[Loaded | None, list[str]]:
+    """The newest checkpoint that loads, and a warning for each newer one that did not.
+
+    A crash can leave the newest checkpoint bad (a disk that lied about fsync, a bit flip); the
+    one before it is a better start than none. When every checkpoint is bad this is BadInput:
+    silently starting from scratch would throw the run away.
+    """
+    warnings: list[str] = []
+    steps = list_steps(ckpt_dir)
+    for _, path in reversed(steps):
+        try:
+            loaded = load(path)
+        except BadInput as exc:
+            warnings.append(f"skipping {exc}")
+            continue
+        if warnings:
+            warnings.append(f"resuming from {path}, the newest valid checkpoint")
+        return loaded, warnings
+    if steps:
+        raise BadInput(
+            f"no valid checkpoint in {ckpt_dir}: all {len(steps)} are corrupt ("
+            + "; ".join(warnings)
+            + "). Remove them to start fresh"
+        )
+    return None, warnings

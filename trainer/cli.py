@@ -27,11 +27,14 @@ EXIT_CODES_HELP = """\
 exit codes:
   0    training finished (or reached --stop-at); a checkpoint was written if --ckpt-dir is set
   2    bad input, found before training: unknown precision names or impossible combinations,
-       missing/empty/short data file, unwritable checkpoint dir, corrupt checkpoint on
-       --resume, a sequence length the model cannot take, FP8 on a GPU below sm_89, bad flags
+       NaN/Inf or out-of-range numbers, missing/empty/short data file, unwritable checkpoint
+       dir, a memory estimate beyond the device, a corrupt or mismatched checkpoint on
+       --resume (see --resume-anyway), a sequence length the model cannot take, FP8 on a GPU
+       below sm_89, bad flags; during the run: a metrics file or checkpoint the disk refuses,
+       out of memory in a step
   3    numerical stop: NaN/Inf in loss or grad norm (stopped before the optimizer step; the
-       last checkpoint is untouched), fp16 loss scale below its floor, or a loss spike with
-       health.spike_action stop
+       last checkpoint is untouched), NaN/Inf weights when a checkpoint is due (not written),
+       fp16 loss scale below its floor, or a loss spike with health.spike_action stop
   130  SIGINT, 143 SIGTERM (podman stop): the current step finished, a checkpoint was saved,
        clean exit; start again with --resume to continue
 """
@@ -76,7 +79,12 @@ def _train_parser(sub: Any) -> None:
     p.add_argument("--device", metavar="DEV", help="auto (default), cpu, cuda or cuda:N")
     p.add_argument("--parallel", choices=OTHER_CHOICES[("train", "parallel")])
     p.add_argument("--eval-interval", type=int, metavar="N", help="0 disables evaluation")
-    p.add_argument("--compile", action="store_true", default=None, help="torch.compile the blocks")
+    p.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="torch.compile the blocks (default: on for FP8 on CUDA with a C compiler)",
+    )
     p.add_argument(
         "--activation-checkpointing", choices=OTHER_CHOICES[("train", "activation_checkpointing")]
     )
@@ -88,12 +96,34 @@ def _train_parser(sub: Any) -> None:
         metavar="PATH",
         help="continue from the newest checkpoint in --ckpt-dir (or PATH)",
     )
+    p.add_argument(
+        "--resume-anyway",
+        action="store_true",
+        default=None,
+        help="resume although the data, seed, shape, precision or world size changed",
+    )
     p.add_argument("--keep-last", type=int, metavar="N", help="checkpoints to keep (default 3)")
     p.add_argument("--checkpoint-interval", type=int, metavar="N", help="steps between checkpoints")
     p.add_argument("--metrics-file", metavar="FILE", help="append JSONL metrics here")
     p.add_argument("--log-interval", type=int, metavar="N")
+    p.add_argument(
+        "--tensorboard-dir", metavar="DIR", help="also write TensorBoard events (needs tensorboard)"
+    )
+    p.add_argument(
+        "--profile",
+        type=int,
+        metavar="STEPS",
+        help="trace STEPS steps (after 2 warm-up steps) with torch.profiler into "
+        "profile_rank<R>.json in --ckpt-dir (or metrics.profile_dir, or .)",
+    )
     for key in _PRECISION_FLAGS:
         p.add_argument(_flag(key), choices=PRECISION_CHOICES[key], help=f"precision.{key}")
+    p.add_argument(
+        "--stochastic-rounding",
+        action="store_true",
+        default=None,
+        help="round bf16 master weights stochastically (precision.stochastic_rounding)",
+    )
     p.add_argument(
         "--sensitive-layers",
         metavar="LIST",
@@ -137,11 +167,15 @@ _FLAG_KEYS: dict[str, tuple[str, str]] = {
     "inject_fault": ("train", "inject_fault"),
     "ckpt_dir": ("checkpoint", "dir"),
     "resume": ("checkpoint", "resume"),
+    "resume_anyway": ("checkpoint", "resume_anyway"),
     "keep_last": ("checkpoint", "keep_last"),
     "checkpoint_interval": ("precision", "checkpoint_interval"),
     "metrics_file": ("metrics", "file"),
     "log_interval": ("metrics", "log_interval"),
+    "tensorboard_dir": ("metrics", "tensorboard_dir"),
+    "profile": ("metrics", "profile_steps"),
     "spike_action": ("health", "spike_action"),
+    "stochastic_rounding": ("precision", "stochastic_rounding"),
 } | {key: ("precision", key) for key in _PRECISION_FLAGS}
 
 
@@ -174,7 +208,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     sink: Sink | None = None
     try:
         d = distributed.init(cfg.train)
-        sink = Sink(cfg.metrics.file, enabled=d.is_main)
+        sink = Sink(cfg.metrics.file, enabled=d.is_main, tensorboard=cfg.metrics.tensorboard_dir)
         if compare is not None:
             train_compare(cfg, compare, d, sink, stop)
         else:
@@ -183,8 +217,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
     finally:
         if sink is not None:
             sink.close()
-        stop.restore()
         distributed.shutdown()
+        if args.restore_signals:
+            stop.restore()
     return 0
 
 
@@ -210,9 +245,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def train_entry() -> int:
+    """The `train` console script: `train ARGS` is `python -m trainer train ARGS`."""
+    return main(["train", *sys.argv[1:]], restore_signals=False)
+
+
+def main(argv: Sequence[str] | None = None, *, restore_signals: bool = True) -> int:
+    """Run a command; `restore_signals=False` (the process entry point) keeps SIGTERM/SIGINT
+    handled until the process exits, so a signal after the run completed does not turn a
+    finished run into a killed one (exit 0 stays 0)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.restore_signals = restore_signals
     if args.command is None:
         parser.print_help()
         return 0

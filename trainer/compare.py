@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainer import figure
 from trainer.loop import Outcome
 from trainer.mfu import mfu
 from trainer.plot import Panel, Series, chart
@@ -51,7 +52,13 @@ class Side:
         return sum(values) / len(values)
 
 
-def summarize(a: Side, b: Side) -> dict[str, Any]:
+CPU_NOTE = (
+    "throughput measured on a CPU: meaningless for FP8 (the CPU emulates FP8 GEMMs); "
+    "measure speed on an FP8 GPU"
+)
+
+
+def summarize(a: Side, b: Side, device: str) -> dict[str, Any]:
     steps = sorted(set(a.losses) & set(b.losses))
     diffs = [b.losses[s] - a.losses[s] for s in steps]
     tail = max(1, len(steps) // 10)
@@ -62,6 +69,8 @@ def summarize(a: Side, b: Side) -> dict[str, Any]:
         "b": b.name,
         "steps": len(steps),
         "throughput_ratio": ratio,
+        "measured_on": device,
+        "throughput_note": CPU_NOTE if device == "cpu" else None,
         "loss_diff": {
             "mean_abs": sum(abs(x) for x in diffs) / len(diffs),
             "max_abs": max(abs(x) for x in diffs),
@@ -88,6 +97,21 @@ def write(summary: dict[str, Any], a: Side, b: Side, out_dir: Path) -> tuple[Pat
     json_path, png_path = out_dir / f"{stem}.json", out_dir / f"{stem}.png"
     steps = sorted(set(a.losses) & set(b.losses))
     diff = [(st, b.losses[st] - a.losses[st]) for st in steps]
+    if figure.available():
+        figure.ab_figure(
+            png_path,
+            (a.name, a.losses),
+            (b.name, b.losses),
+            summary["throughput_ratio"],
+            summary["throughput_note"],
+        )
+    else:  # an image without matplotlib: the built-in chart
+        _plain_chart(png_path, a, b, diff)
+    json_path.write_text(json.dumps(summary | {"png": str(png_path)}, indent=1) + "\n")
+    return json_path, png_path
+
+
+def _plain_chart(png_path: Path, a: Side, b: Side, diff: list[tuple[int, float]]) -> None:
     png_path.write_bytes(
         chart(
             [
@@ -104,15 +128,14 @@ def write(summary: dict[str, Any], a: Side, b: Side, out_dir: Path) -> tuple[Pat
             ]
         )
     )
-    json_path.write_text(json.dumps(summary | {"png": str(png_path)}, indent=1) + "\n")
-    return json_path, png_path
 
 
 def report(summary: dict[str, Any]) -> list[str]:
     d, a, b = summary["loss_diff"], summary["a"], summary["b"]
     ratio = summary["throughput_ratio"]
+    note = f" ({summary['throughput_note']})" if summary.get("throughput_note") else ""
     return [
-        f"compare {b} vs {a}: throughput x{ratio:.3f}" if ratio else f"compare {b} vs {a}",
+        f"compare {b} vs {a}: throughput x{ratio:.3f}{note}" if ratio else f"compare {b} vs {a}",
         f"  final loss {a} {d['final_a']:.4f}, {b} {d['final_b']:.4f} ({d['final_rel']:+.2%}); "
         f"per-step |diff| mean {d['mean_abs']:.4f}, max {d['max_abs']:.4f}",
     ]

@@ -8,6 +8,7 @@ Layers, in order of precedence: CLI overrides > config file > preset > built-in 
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -24,8 +25,9 @@ PRECISION_CHOICES: Final = {
     "backward_matmul": ("fp32", "bf16", "fp16", "fp8_e5m2", "fp8_e4m3"),
     "activation": ("fp32", "bf16", "fp16"),
     "grad_sync": ("fp32", "bf16"),
-    "fp8_recipe": ("tensorwise", "rowwise", "rowwise_with_gw_hp"),
+    "fp8_recipe": ("tensorwise", "rowwise", "rowwise_with_gw_hp", "mxfp8"),
     "fp8_backend": ("torchao", "transformer_engine"),
+    "fp8_size_filter": ("auto", "always", "never"),
 }
 
 OTHER_CHOICES: Final = {
@@ -73,9 +75,11 @@ class PrecisionConfig:
     backward_matmul: str = PRESETS[DEFAULT_PRESET]["backward_matmul"]
     activation: str = PRESETS[DEFAULT_PRESET]["activation"]
     grad_sync: str = PRESETS[DEFAULT_PRESET]["grad_sync"]
+    stochastic_rounding: bool = False
     checkpoint_interval: int = 120
     fp8_recipe: str = "tensorwise"
     fp8_backend: str = "torchao"
+    fp8_size_filter: str = "auto"  # auto: torchao's size filter on CUDA, off on the CPU
     sensitive_layers: tuple[str, ...] = ("embedding", "head", "first_block", "last_block")
     loss_scale_init: float = 65536.0
     loss_scale_floor: float = 1.0
@@ -98,13 +102,14 @@ class TrainConfig:
     eps: float = 1e-8
     grad_clip: float = 1.0
     seed: int = 1234
-    compile: bool = False
+    compile: bool | None = None  # None: on for FP8 on CUDA when a C compiler exists
     activation_checkpointing: str = "none"
     eval_interval: int = 200
     eval_batches: int = 4
     device: str = "auto"
     parallel: str = "auto"
     peak_tflops: float | None = None
+    memory_check: bool = True
     inject_fault: str | None = None
 
 
@@ -125,6 +130,7 @@ class CheckpointConfig:
     dir: str | None = None
     keep_last: int = 3
     resume: str | None = None
+    resume_anyway: bool = False
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,9 @@ class MetricsConfig:
 
     file: str | None = None
     log_interval: int | None = None
+    tensorboard_dir: str | None = None
+    profile_steps: int = 0
+    profile_dir: str | None = None
 
 
 @dataclass(frozen=True)
@@ -234,6 +243,19 @@ def _check_choices(cfg: RunConfig) -> None:
             raise BadInput(f"{section}.{key}: unknown value {value!r}; choose one of {choices}")
 
 
+_SEED_MAX: Final = 2**63 - 1
+
+
+def _check_finite(cfg: RunConfig) -> None:
+    """NaN and infinity are never a setting: every float key must be a finite number."""
+    for section in SECTIONS:
+        part = getattr(cfg, section)
+        for f in dataclasses.fields(part):
+            value = getattr(part, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise BadInput(f"{section}.{f.name}: must be a finite number, got {value}")
+
+
 def _check_ranges(cfg: RunConfig) -> None:
     t, c, h, m, d = cfg.train, cfg.checkpoint, cfg.health, cfg.metrics, cfg.data
     positive = {
@@ -252,23 +274,62 @@ def _check_ranges(cfg: RunConfig) -> None:
         "train.eval_interval": t.eval_interval,
         "precision.checkpoint_interval": cfg.precision.checkpoint_interval,
         "train.grad_clip": t.grad_clip,
-        "train.weight_decay": t.weight_decay,
     }
     for key, amount in non_negative.items():
         if amount < 0:
             raise BadInput(f"{key}: must not be negative, got {amount}")
-    if t.lr is not None and t.lr <= 0:
-        raise BadInput(f"train.lr: must be positive, got {t.lr}")
+    # (key, value, low, high, what): low <= value < high unless noted in `what`
+    between: list[tuple[str, float, float, float, str]] = [
+        ("train.weight_decay", t.weight_decay, 0.0, 1.0, "[0, 1)"),
+        ("train.beta1", t.beta1, 0.0, 1.0, "[0, 1)"),
+        ("train.beta2", t.beta2, 0.0, 1.0, "[0, 1)"),
+        ("train.min_lr_ratio", t.min_lr_ratio, 0.0, 1.0 + 1e-12, "[0, 1]"),
+        ("data.eval_fraction", d.eval_fraction, 0.0, 0.5, "[0, 0.5)"),
+    ]
+    for key, number, low, high, what in between:
+        if not low <= number < high:
+            raise BadInput(f"{key}: must lie in {what}, got {number}")
+    if t.lr is not None and not 0 < t.lr <= 1:
+        raise BadInput(f"train.lr: must lie in (0, 1] (AdamW's step is about lr), got {t.lr}")
+    if not 0 < t.eps < 1:
+        raise BadInput(f"train.eps: must lie in (0, 1), got {t.eps}")
+    if not 0 <= t.seed <= _SEED_MAX:
+        raise BadInput(f"train.seed: must lie in 0..{_SEED_MAX}, got {t.seed}")
+    if t.warmup_steps is not None and not 0 <= t.warmup_steps <= t.steps:
+        raise BadInput(
+            f"train.warmup_steps: must lie in 0..train.steps ({t.steps}), got {t.warmup_steps}"
+        )
+    if t.peak_tflops is not None and t.peak_tflops <= 0:
+        raise BadInput(f"train.peak_tflops: must be positive, got {t.peak_tflops}")
+    if cfg.model.rope_theta <= 1:
+        raise BadInput(f"model.rope_theta: must exceed 1, got {cfg.model.rope_theta}")
+    if not 0 < cfg.model.norm_eps < 1:
+        raise BadInput(f"model.norm_eps: must lie in (0, 1), got {cfg.model.norm_eps}")
+    p = cfg.precision
+    if p.loss_scale_floor <= 0 or p.loss_scale_init < p.loss_scale_floor:
+        raise BadInput(
+            f"precision.loss_scale_init ({p.loss_scale_init}) must be at least "
+            f"precision.loss_scale_floor ({p.loss_scale_floor}), and the floor positive"
+        )
     if t.stop_at is not None and not 1 <= t.stop_at <= t.steps:
         raise BadInput(f"train.stop_at: must lie in 1..train.steps ({t.steps}), got {t.stop_at}")
     if m.log_interval is not None and m.log_interval < 1:
         raise BadInput(f"metrics.log_interval: must be at least 1, got {m.log_interval}")
-    if not 0.0 <= d.eval_fraction < 0.5:
-        raise BadInput(f"data.eval_fraction: must lie in [0, 0.5), got {d.eval_fraction}")
     if d.seq_len is not None and d.seq_len < 1:
         raise BadInput(f"data.seq_len: must be at least 1, got {d.seq_len}")
     if h.spike_factor <= 1.0:
         raise BadInput(f"health.spike_factor: must exceed 1, got {h.spike_factor}")
+    if m.profile_steps < 0:
+        raise BadInput(f"metrics.profile_steps: must not be negative, got {m.profile_steps}")
+    named = (
+        ("checkpoint.dir", c.dir),
+        ("metrics.file", m.file),
+        ("metrics.tensorboard_dir", m.tensorboard_dir),
+        ("metrics.profile_dir", m.profile_dir),
+    )
+    for key, path in named:
+        if path is not None and not path.strip():
+            raise BadInput(f"{key}: an empty path; name a directory/file or leave the key out")
 
 
 def deep_merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
@@ -311,6 +372,7 @@ def build(
         sections[section] = _build_section(cls, data, section)
     cfg = RunConfig(preset=name, **sections)
     _check_choices(cfg)
+    _check_finite(cfg)
     _check_ranges(cfg)
     return cfg
 

@@ -27,6 +27,10 @@ def load(path: str) -> dict[str, Any]:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise BadInput(f"config file {path}: cannot read it ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise BadInput(
+            f"config file {path}: not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8"
+        ) from exc
     suffix = p.suffix.lower()
     try:
         if suffix == ".toml":

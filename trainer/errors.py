@@ -42,6 +42,12 @@ class NumericalStop(TrainerError):
     exit_code = EXIT_NUMERICAL
 
 
+class OutOfMemory(TrainerError):
+    """The device ran out of memory in a step: exit 2, a configuration to change."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
 class Interrupted(TrainerError):
     """SIGTERM/SIGINT arrived; a checkpoint was saved (or there was nothing to save yet)."""
 

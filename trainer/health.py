@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from trainer.config import HealthConfig
+from trainer.config import HealthConfig, PrecisionConfig
 from trainer.errors import NumericalStop
 
 
@@ -30,6 +30,26 @@ def check_finite(step: int, loss: float, grad_norm: float) -> None:
             "checkpoint is untouched. Resume from it with a lower lr, a BF16 preset "
             "(--forward-matmul bf16) or more layers in precision.sensitive_layers."
         )
+
+
+LOST_UPDATES_WARN = 0.01
+"""A step that leaves more than this fraction of weights unchanged is losing updates: the
+update fell below half an ulp of the weight's storage format and rounded away."""
+
+
+def lost_updates(unchanged_frac: float, p: PrecisionConfig) -> str | None:
+    """A warning when a step left too many weights unchanged (None otherwise).
+
+    With stochastic rounding an unchanged element is expected (the update rounds up with the
+    probability its size warrants, so none is lost on average): no warning then.
+    """
+    if unchanged_frac <= LOST_UPDATES_WARN or p.stochastic_rounding:
+        return None
+    return (
+        f"the optimizer step left {unchanged_frac:.1%} of the weights unchanged: updates are "
+        f"being lost to rounding in master_weights {p.master_weights}; use master_weights "
+        "fp32 (the presets' default), precision.stochastic_rounding true, or a higher lr"
+    )
 
 
 @dataclass

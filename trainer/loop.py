@@ -21,10 +21,11 @@ from torch.distributed.checkpoint.state_dict import (
     get_optimizer_state_dict,
 )
 
-from trainer import checkpoint, health
+from trainer import checkpoint, health, memory
 from trainer.assemble import Run
 from trainer.distributed import all_reduce, no_sync
-from trainer.errors import Interrupted, NumericalStop
+from trainer.errors import Interrupted, NumericalStop, OutOfMemory
+from trainer.fp8 import torchao_backend
 from trainer.metrics import Sink, Window, peak_memory_gb, train_line
 from trainer.mfu import mfu
 from trainer.presets import LAYERING_KEYS
@@ -73,6 +74,19 @@ def _set_rng_state(state: dict[str, Any]) -> None:
     random.setstate((version, tuple(internal), gauss))
 
 
+def _plain(value: Any) -> Any:
+    """State with tensor subclasses unwrapped (torchao's MXFP8 weight wrapper keeps the real
+    tensor in `_data`), so `torch.load(weights_only=True)` can read the checkpoint."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    inner = getattr(value, "_data", None)
+    if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor and inner is not None:
+        return _plain(inner)
+    return value
+
+
 class Loop:
     def __init__(
         self,
@@ -93,6 +107,9 @@ class Loop:
         self.params = [p for p in run.core.parameters() if p.requires_grad]
         self.start_step = 0
         self.skipped_steps = 0
+        self.warned_lost = False
+        self.last_unchanged: float | None = None
+        self.profiler: torch.profiler.profile | None = None
         if run.resume is not None:
             state = run.resume.state
             self.start_step = run.resume.step
@@ -166,7 +183,7 @@ class Loop:
         with torch.no_grad():
             for i in range(run.cfg.train.eval_batches):
                 x, y = run.batches.eval(i)
-                with run.forward_context():
+                with run.weight_context(), run.forward_context():
                     total += run.model(x, y).float()
         run.model.train()
         all_reduce(total)
@@ -180,14 +197,15 @@ class Loop:
         run = self.run
         if run.ckpt_dir is None:
             return
+        self._check_state_finite(step)
         full = StateDictOptions(full_state_dict=True, cpu_offload=True)
         model_sd = get_model_state_dict(run.model, options=full)
         optim_sd = get_optimizer_state_dict(run.model, run.optimizer, options=full)
         if not run.dist.is_main:
             return
         state = {
-            "model": model_sd,
-            "optimizer": optim_sd,
+            "model": _plain(model_sd),
+            "optimizer": _plain(optim_sd),
             "scaler": run.scaler.state_dict() if run.scaler is not None else {},
             "rng": _rng_state(),
             "data_position": {"step": step, "samples": step * run.cfg.train.batch_size},
@@ -200,6 +218,7 @@ class Loop:
             "arch": dataclasses.asdict(run.arch),
             "data": run.source.fingerprint,
             "world_size": run.dist.world,
+            "seq_len": run.seq_len,
         }
         path = checkpoint.save(run.ckpt_dir, step, state, meta, run.cfg.checkpoint.keep_last)
         self.outcome.checkpoint = str(path)
@@ -218,13 +237,14 @@ class Loop:
                 assert run.fp8_monitor is not None
                 run.fp8_monitor.arm()
             x, y = run.batches.train(step, micro)
-            with no_sync(run.model, micro == accum - 1), run.forward_context():
-                loss = run.model(x, y)
-            if run.fault is not None and run.fault[1] == step:
-                loss = loss * float(run.fault[0])
-            loss_sum += loss.detach().float()
-            scaled = loss / accum
-            (run.scaler.scale(scaled) if run.scaler is not None else scaled).backward()
+            with run.weight_context():
+                with no_sync(run.model, micro == accum - 1), run.forward_context():
+                    loss = run.model(x, y)
+                if run.fault is not None and run.fault[1] == step and run.fault[0] != "weight-nan":
+                    loss = loss * float(run.fault[0])
+                loss_sum += loss.detach().float()
+                scaled = loss / accum
+                (run.scaler.scale(scaled) if run.scaler is not None else scaled).backward()
             if armed:
                 assert run.fp8_monitor is not None
                 run.fp8_monitor.disarm()
@@ -239,9 +259,10 @@ class Loop:
 
     # -- the loop ------------------------------------------------------------------------
 
-    def _step_end(self, step: int, loss: float, grad_norm: float) -> None:
+    def _step_end(self, step: int, loss: float, grad_norm: float, measure: bool) -> None:
         """Health checks and the optimizer step (skipped by the GradScaler on overflow)."""
         run = self.run
+        run.optimizer.measure = measure
         if run.scaler is None:
             health.check_finite(step, loss, grad_norm)
             run.optimizer.step()
@@ -257,7 +278,48 @@ class Loop:
                     f"step {step}: loss scale fell to {scale:g}, below precision.loss_scale_floor "
                     f"{run.cfg.precision.loss_scale_floor:g}: fp16 gradients keep overflowing"
                 )
+        run.optimizer.measure = False
+        if run.fp8_all_gather:
+            torchao_backend.precompute_scales(run.model)
         run.optimizer.zero_grad(set_to_none=True)
+        if run.fault is not None and run.fault == ("weight-nan", step):
+            with torch.no_grad():
+                self.params[0].view(-1)[0] = float("nan")
+
+    def _unchanged_frac(self) -> float | None:
+        """The fraction of weight elements the last (measured) step left as they were."""
+        counted = self.run.optimizer.unchanged
+        if counted is None:
+            counted = torch.zeros(2, dtype=torch.float64)
+        counted = all_reduce(counted.to(self.run.dist.device))
+        unchanged, total = counted.tolist()
+        if total <= 0:
+            return None
+        frac = float(unchanged / total)
+        self.last_unchanged = frac
+        message = health.lost_updates(frac, self.run.plan.config)
+        if message is not None and not self.warned_lost:
+            self.sink.warn(message)
+            self.warned_lost = True
+        return frac
+
+    def _check_state_finite(self, step: int) -> None:
+        """A checkpoint of NaN weights would be a trap: every resume would start from it."""
+        run = self.run
+        tensors: list[torch.Tensor] = list(run.core.parameters())
+        for state in run.optimizer.state.values():
+            tensors += [v for v in state.values() if isinstance(v, torch.Tensor)]
+        local = [getattr(t, "to_local", lambda t=t: t)() for t in tensors]
+        bad = torch.stack([~torch.isfinite(t).all() for t in local if t.is_floating_point()])
+        count = all_reduce(bad.sum().float().to(run.dist.device)).item()
+        if count:
+            kept = self.outcome.checkpoint or "none was written yet"
+            raise NumericalStop(
+                f"step {step}: {int(count)} weight/optimizer tensor(s) hold NaN or Inf after the "
+                f"optimizer step, so no checkpoint was written (the last one is {kept}). Resume "
+                "from it with a lower lr, a BF16 preset (--forward-matmul bf16) or more layers "
+                "in precision.sensitive_layers."
+            )
 
     def _train(self) -> None:
         run, cfg = self.run, self.run.cfg
@@ -271,10 +333,13 @@ class Loop:
                 step, peak=run.lr, steps=t.steps, warmup=run.warmup, min_ratio=t.min_lr_ratio
             )
             log_now = step % cfg.log_interval == 0 or step == last
-            loss_t, norm_t = self._backward(step, lr, arm=log_now)
+            try:
+                loss_t, norm_t = self._backward(step, lr, arm=log_now)
+            except torch.OutOfMemoryError as exc:
+                raise self._out_of_memory(step, exc) from exc
             loss, stop_votes = self._agree(loss_t)
             grad_norm = norm_t.item()
-            self._step_end(step, loss, grad_norm)
+            self._step_end(step, loss, grad_norm, measure=log_now)
             now = time.perf_counter()
             times.append(now - tick)
             tick = now
@@ -285,6 +350,7 @@ class Loop:
                 self.sink.warn(spike.message())
             if log_now:
                 rec = self._train_record(step, loss, grad_norm, lr, times)
+                rec["unchanged_frac"] = self._unchanged_frac()
                 rec |= self._fp8_fields()
                 if spike is not None:
                     rec.setdefault("warnings", []).append(spike.message())
@@ -297,7 +363,18 @@ class Loop:
                 self.save_checkpoint(step)
             if stop_votes > 0 and step < last:
                 raise self._interrupted(step)
+            if self.profiler is not None:
+                self.profiler.step()
             tick = time.perf_counter()  # checkpoint and eval time is not step time
+
+    def _out_of_memory(self, step: int, exc: Exception) -> OutOfMemory:
+        run = self.run
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "out of memory"
+        return OutOfMemory(
+            f"step {step}: out of memory on {run.device_name} ({first}); estimated "
+            f"{run.mem_estimate.describe()}: "
+            f"{memory.advice(run.dist.mode, run.cfg.train.activation_checkpointing)}"
+        )
 
     def _agree(self, loss: torch.Tensor) -> tuple[float, float]:
         """The mean loss over ranks and the number of ranks asked to stop (one all-reduce)."""
@@ -333,9 +410,35 @@ class Loop:
             f"signal {signum} at step {step}: {saved}; start again with --resume to continue",
         )
 
+    def _start_profiler(self) -> None:
+        """--profile N: torch.profiler over steps 3..N+2 (two warm-up steps first), written as a
+        Chrome/Perfetto trace (chrome://tracing, ui.perfetto.dev) per rank."""
+        n = self.run.cfg.metrics.profile_steps
+        if not n:
+            return
+        run = self.run
+        where = run.cfg.metrics.profile_dir or (str(run.ckpt_dir) if run.ckpt_dir else ".")
+        out = checkpoint.prepare_dir(where) / f"profile_rank{run.dist.rank}.json"
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if run.dist.device.type == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+
+        def ready(prof: torch.profiler.profile) -> None:
+            prof.export_chrome_trace(str(out))
+            self.sink.say(f"profile: {n} step(s) traced into {out}")
+
+        self.profiler = torch.profiler.profile(
+            activities=activities,
+            schedule=torch.profiler.schedule(wait=1, warmup=1, active=n, repeat=1),
+            on_trace_ready=ready,
+            record_shapes=True,
+        )
+        self.profiler.start()
+
     def train(self) -> Outcome:
         """Run to train.steps (or stop_at); the summary record is written whatever happens."""
         started = time.perf_counter()
+        self._start_profiler()
         try:
             self._train()
             t = self.run.cfg.train
@@ -347,6 +450,9 @@ class Loop:
             self.outcome.status, self.outcome.message = "interrupted", str(exc)
             raise
         finally:
+            if self.profiler is not None:
+                self.profiler.stop()
+                self.profiler = None
             self.outcome.wall_s = time.perf_counter() - started
             if self.outcome.status != "running":
                 self.sink.record(self.summary())
@@ -355,6 +461,7 @@ class Loop:
     def summary(self) -> dict[str, Any]:
         o, run = self.outcome, self.run
         tps = o.tokens_per_s(self.tokens_per_step)
+        per_device = o.tokens / run.dist.world
         return self._base("summary", o.step) | {
             "status": o.status,
             "message": o.message,
@@ -364,6 +471,8 @@ class Loop:
             "eval_loss": o.eval_loss,
             "tokens": o.tokens,
             "tokens_per_s": tps,
+            # everything included: first step, logging, evaluation, checkpoints
+            "tokens_per_s_wall": per_device / o.wall_s if o.wall_s > 0 and o.tokens else None,
             "mfu": mfu(run.flops_per_token, tps, run.peak_tflops)
             if tps and run.peak_tflops
             else None,

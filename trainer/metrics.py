@@ -8,6 +8,7 @@ null: JSON has no NaN.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import resource
@@ -55,13 +56,48 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def _board(logdir: str) -> Any:
+    """A TensorBoard SummaryWriter (torch.utils.tensorboard needs the tensorboard package)."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as exc:
+        raise BadInput(
+            f"metrics.tensorboard_dir {logdir}: TensorBoard output needs the tensorboard package "
+            f"({exc}); pip install tensorboard, or drop --tensorboard-dir"
+        ) from exc
+    try:
+        return SummaryWriter(log_dir=logdir)
+    except OSError as exc:
+        raise BadInput(f"metrics.tensorboard_dir {logdir}: cannot write ({exc})") from exc
+
+
+def _to_board(board: Any, record: dict[str, Any]) -> None:
+    """Numeric fields of train/eval records as scalars `event/field` at the record's step."""
+    if record.get("event") not in ("train", "eval"):
+        return
+    prefix = record["event"] if "run" not in record else f"{record['run']}/{record['event']}"
+    for key, value in record.items():
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if key != "step" and number and math.isfinite(value):
+            board.add_scalar(f"{prefix}/{key}", value, record["step"])
+
+
 class Sink:
     """Where records go: the JSONL file (append, flushed per line) and the console."""
 
-    def __init__(self, path: str | None, *, enabled: bool, console: IO[str] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | None,
+        *,
+        enabled: bool,
+        console: IO[str] | None = None,
+        tensorboard: str | None = None,
+    ) -> None:
         self.enabled = enabled
+        self._board = _board(tensorboard) if tensorboard and enabled else None
         self.console = console if console is not None else sys.stdout
         self._file: IO[str] | None = None
+        self._path = path
         if path and enabled:
             try:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -72,9 +108,26 @@ class Sink:
                 ) from exc
 
     def record(self, record: dict[str, Any]) -> None:
-        if self._file is not None:
+        if self._board is not None:
+            _to_board(self._board, record)
+        if self._file is None:
+            return
+        try:
             self._file.write(json.dumps(_clean(record), allow_nan=False) + "\n")
             self._file.flush()
+        except OSError as exc:
+            self._drop()
+            raise BadInput(
+                f"metrics file {self._path}: cannot write to it ({exc.strerror or exc}); free "
+                "space there or pass another --metrics-file"
+            ) from exc
+
+    def _drop(self) -> None:
+        """Forget a file that failed (closing it may fail again on the buffered bytes)."""
+        f, self._file = self._file, None
+        if f is not None:
+            with contextlib.suppress(OSError):
+                f.close()
 
     def say(self, line: str) -> None:
         if self.enabled:
@@ -85,9 +138,10 @@ class Sink:
             print(f"warning: {line}", file=sys.stderr, flush=True)
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        self._drop()
+        if self._board is not None:
+            self._board.close()
+            self._board = None
 
 
 def _fmt(value: float | None, spec: str) -> str:

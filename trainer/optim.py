@@ -37,10 +37,15 @@ class AdamW(torch.optim.Optimizer):
         eps: float,
         weight_decay: float,
         state_dtype: torch.dtype,
+        stochastic_rounding: bool = False,
     ) -> None:
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}
         super().__init__(params, defaults)
         self.state_dtype = state_dtype
+        self.stochastic_rounding = stochastic_rounding
+        # set `measure` before a step to count the elements it leaves unchanged
+        self.measure = False
+        self.unchanged: torch.Tensor | None = None  # [unchanged elements, all elements]
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """torch casts loaded moments to the parameter dtype (fp32 → bf16 under BF16 weights);
@@ -57,6 +62,7 @@ class AdamW(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure: None = None) -> None:  # type: ignore[override]
+        self.unchanged = None
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
             if params:
@@ -78,6 +84,7 @@ class AdamW(torch.optim.Optimizer):
         m_store = [_local(self.state[p]["exp_avg"]) for p in params]
         v_store = [_local(self.state[p]["exp_avg_sq"]) for p in params]
         m, v, w = _fp32(m_store), _fp32(v_store), _fp32(weights)
+        before = [t.clone() for t in weights] if self.measure else None
 
         torch._foreach_lerp_(m, grads, 1.0 - beta1)
         torch._foreach_mul_(v, beta2)
@@ -91,9 +98,27 @@ class AdamW(torch.optim.Optimizer):
             torch._foreach_mul_(w, 1.0 - lr * wd)
         torch._foreach_addcdiv_(w, m, denom, -lr / bias1)
 
+        if weights[0].dtype == torch.bfloat16 and self.stochastic_rounding:
+            w = [stochastic_round_bf16(t) for t in w]
         for store, computed in ((weights, w), (m_store, m), (v_store, v)):
-            if store[0].dtype != torch.float32:
+            if store[0] is not computed[0]:  # fp32 state is updated in place
                 torch._foreach_copy_(store, computed)
+        if before is not None:
+            same = torch.stack([(a == b).sum() for a, b in zip(before, weights, strict=True)])
+            counted = torch.stack([same.sum(), torch.tensor(sum(t.numel() for t in weights))])
+            counted = counted.to(torch.float64)
+            self.unchanged = counted if self.unchanged is None else self.unchanged + counted
+
+
+def stochastic_round_bf16(x: torch.Tensor) -> torch.Tensor:
+    """fp32 → bf16 rounding up with probability (dropped bits / 2**16): unbiased, so updates far
+    below a bf16 ulp still move the weight on average (Gupta et al., 2015, "Deep Learning with
+    Limited Numerical Precision"). Adds uniform noise to the 16 bits bf16 drops, then truncates;
+    the sign-magnitude layout makes that work for either sign."""
+    bits = x.contiguous().view(torch.int32)
+    noise = torch.randint(0, 1 << 16, bits.shape, dtype=torch.int32, device=x.device)
+    rounded = (bits + noise) & -65536  # clear the low 16 bits: exact in bf16
+    return rounded.view(torch.float32).to(torch.bfloat16)
 
 
 def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:

@@ -60,7 +60,12 @@ def problems(p: PrecisionConfig) -> list[str]:
             f"activation {p.activation} with {compute} matmuls: activations are kept either in "
             "fp32 or in the matmul dtype"
         )
-    if bwd8 and p.fp8_backend == "torchao":
+    if p.fp8_recipe == "mxfp8" and fwd8 and p.backward_matmul != "fp8_e4m3":
+        out.append(
+            "fp8_recipe mxfp8 casts all three GEMMs to E4M3 with 32-element blocks (torchao's "
+            "MXFP8 training): set backward_matmul fp8_e4m3"
+        )
+    if bwd8 and p.fp8_backend == "torchao" and p.fp8_recipe != "mxfp8":
         rowwise = p.fp8_recipe.startswith("rowwise")
         if rowwise and p.backward_matmul == "fp8_e5m2":
             out.append(
@@ -79,6 +84,11 @@ def problems(p: PrecisionConfig) -> list[str]:
                 "fp8_backend transformer_engine uses its own per-tensor recipe: set fp8_recipe "
                 "tensorwise"
             )
+    if p.stochastic_rounding and p.master_weights != "bf16":
+        out.append(
+            "stochastic_rounding rounds bf16 master weights; with master_weights "
+            f"{p.master_weights} there is nothing to round: drop it or use master_weights bf16"
+        )
     if p.loss_scale_floor <= 0 or p.loss_scale_init < p.loss_scale_floor:
         out.append("loss_scale_init must be at least loss_scale_floor, and the floor positive")
     return out

@@ -1,9 +1,13 @@
 """Precision presets: named settings of the seed's precision layering (§5.1).
 
 The presets differ from each other only in the matmul rows, so `--compare bf16,fp8-fwd` isolates
-what FP8 does: `fp8-fwd` is the seed's default (FP8 E4M3 forward, BF16 backward, FP32 optimizer
-state, BF16 master weights and gradient sync), `bf16` is the same with a BF16 forward, and `fp8`
-also casts gradients to E5M2. `fp16` is classic mixed precision (FP32 master weights, FP16
+what FP8 does: `fp8-fwd` is FP8 E4M3 forward, BF16 backward, `bf16` is the same with a BF16
+forward, and `fp8` also casts gradients to E5M2. All three keep FP32 master weights and optimizer
+state with BF16 compute and gradient sync, the way torchtitan runs FSDP2
+(`MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=...)` over fp32 parameters): BF16
+master weights lose every update smaller than half a BF16 ulp (2**-9 of the weight), which at a
+350m model's LR floor is most of them. BF16 masters remain a choice (`master_weights: bf16`,
+best with `stochastic_rounding: true`). `fp16` is classic mixed precision (FP32 master weights, FP16
 matmuls, a GradScaler) and `fp32` is the plain reference the distributed tests compare against.
 """
 
@@ -22,7 +26,7 @@ LAYERING_KEYS: Final = (
 )
 
 _SEED_DEFAULT: Final = {
-    "master_weights": "bf16",
+    "master_weights": "fp32",
     "optimizer_state": "fp32",
     "forward_matmul": "fp8_e4m3",
     "backward_matmul": "bf16",

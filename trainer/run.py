@@ -21,7 +21,7 @@ def _start(cfg: RunConfig, d: Dist, sink: Sink, stop: StopRequest, label: str | 
     run = assemble(cfg, d)
     for line in banner.lines(run):
         sink.say(line)
-    for line in banner.fp8_warnings(run):
+    for line in banner.warnings(run):
         sink.warn(line)
     return Loop(run, sink, stop, label, keep_curve=label is not None)
 
@@ -31,9 +31,11 @@ def train(cfg: RunConfig, d: Dist, sink: Sink, stop: StopRequest) -> Outcome:
     outcome = loop.train()
     tps = outcome.tokens_per_s(loop.tokens_per_step)
     final = outcome.final_loss
+    wall = outcome.tokens / d.world / outcome.wall_s if outcome.wall_s > 0 else 0.0
     sink.say(
         f"done: {outcome.status} at step {outcome.step}, loss {final:.4f}, "
-        f"{tps or 0:,.0f} tok/s/dev, {outcome.wall_s:.1f} s"
+        f"{tps or 0:,.0f} tok/s/dev steady, {wall:,.0f} wall-clock (all included), "
+        f"{outcome.wall_s:.1f} s"
         if final is not None
         else f"done: the checkpoint is at step {outcome.step}; nothing left to train"
     )
@@ -65,7 +67,7 @@ def train_compare(
         gc.collect()
         if d.device.type == "cuda":
             torch.cuda.empty_cache()
-    summary = compare.summarize(runs[names[0]], runs[names[1]])
+    summary = compare.summarize(runs[names[0]], runs[names[1]], d.device.type)
     if d.is_main:
         paths = compare.write(summary, runs[names[0]], runs[names[1]], out_dir)
         for line in compare.report(summary):

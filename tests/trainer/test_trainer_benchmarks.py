@@ -25,7 +25,7 @@ def _gpu_bench() -> Any:
 
 def test_fp8_is_dropped_with_a_reason_without_torchao_or_a_capable_gpu() -> None:
     plan = _gpu_bench().plan_presets
-    assert plan("0.13.0", None) == (["bf16", "fp8-fwd"], [])
+    assert plan("0.13.0", None) == (["bf16", "fp8-fwd", "fp8"], [])
     presets, notes = plan(None, None)
     assert presets == ["bf16"] and "torchao is not installed" in notes[0]
     presets, notes = plan("0.13.0", "FP8 needs ... A100 ...")
@@ -43,9 +43,10 @@ def test_cpu_dry_run_writes_the_table_and_json(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "tok/s/GPU" in proc.stdout and "fp8-fwd / bf16 throughput" in proc.stdout
     report = json.loads(out.read_text())
-    assert [r["preset"] for r in report["results"]] == ["bf16", "fp8-fwd"]
+    assert [r["preset"] for r in report["results"]] == ["bf16", "fp8-fwd", "fp8"]
     assert all(r["ok"] and r["tokens_per_s"] > 0 for r in report["results"])
     assert report["results"][1]["fp8_layers"] == 8 and report["fp8_fwd_speedup"] > 0
+    assert set(report["speedups"]) == {"fp8-fwd", "fp8"}
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")

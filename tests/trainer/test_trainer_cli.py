@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +11,13 @@ import pytest
 import torch
 
 import trainer
-from tests.trainer.trainer_helpers import QUICK, REPO, RunCli, records, run_module, subprocess_env
+from tests.trainer.trainer_helpers import (
+    QUICK,
+    RunCli,
+    records,
+    run_module,
+    signal_once_logging,
+)
 from trainer import checkpoint
 from trainer.errors import EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM
 
@@ -182,12 +185,26 @@ def test_resume_into_a_different_model_is_refused(run_cli: RunCli, tmp_path: Pat
     res = run_cli(
         "train", *QUICK, "--steps", "4", "--ckpt-dir", ckpt, "--resume", "--preset", "fp16"
     )
-    assert res.code == EXIT_BAD_INPUT and "precision.master_weights" in res.err
-    # Switching the matmuls back to BF16 after FP8 trouble is allowed (seed §6.2).
+    assert res.code == EXIT_BAD_INPUT and "precision.forward_matmul fp8_e4m3 -> fp16" in res.err
+    # Switching the matmuls back to BF16 after FP8 trouble is allowed (seed §6.2), by request.
     res = run_cli(
         "train", *QUICK, "--steps", "4", "--ckpt-dir", ckpt, "--resume", "--preset", "bf16"
     )
+    assert res.code == EXIT_BAD_INPUT and "--resume-anyway" in res.err
+    res = run_cli(
+        "train",
+        *QUICK,
+        "--steps",
+        "4",
+        "--ckpt-dir",
+        ckpt,
+        "--resume",
+        "--preset",
+        "bf16",
+        "--resume-anyway",
+    )
     assert res.code == 0, res.err
+    assert "--resume-anyway: continuing" in res.err and "fp8_e4m3 -> bf16" in res.err
 
 
 def test_bad_input_in_a_real_process_has_no_traceback(tmp_path: Path) -> None:
@@ -205,9 +222,8 @@ def test_signal_saves_a_loadable_checkpoint_and_exits_cleanly(
     tmp_path: Path, sig: signal.Signals, code: int
 ) -> None:
     ckpt, metrics = tmp_path / "ck", tmp_path / "m.jsonl"
-    proc = subprocess.Popen(
+    exit_code, err = signal_once_logging(
         [
-            sys.executable,
             "-m",
             "trainer",
             "train",
@@ -219,24 +235,10 @@ def test_signal_saves_a_loadable_checkpoint_and_exits_cleanly(
             "--metrics-file",
             str(metrics),
         ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=subprocess_env(),
-        cwd=REPO,
+        metrics,
+        sig,
     )
-    try:
-        deadline = time.monotonic() + 60
-        while not (metrics.exists() and metrics.read_text().count("\n") >= 3):
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.1)
-        proc.send_signal(sig)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == code, err
+    assert exit_code == code, err
     assert "Traceback" not in err and "checkpoint saved" in err
     (summary,) = records(metrics, "summary")
     assert summary["status"] == "interrupted"

@@ -91,5 +91,28 @@ def test_fsdp2_fp8_checkpoint_resumes_in_one_process(run_cli: RunCli, tmp_path: 
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = run_cli(*common, "--ckpt-dir", str(ckpt), "--resume", "--metrics-file", str(mixed))
+    assert res.code == 2 and "world_size 2 -> 1" in res.err
+    res = run_cli(
+        *common,
+        "--ckpt-dir",
+        str(ckpt),
+        "--resume",
+        "--resume-anyway",
+        "--metrics-file",
+        str(mixed),
+    )
     assert res.code == 0, res.err
     _close(losses(single), losses(mixed), FP8_TOL)
+
+
+@pytest.mark.slow
+def test_fsdp2_float8_all_gather_trains_like_one_process(run_cli: RunCli, tmp_path: Path) -> None:
+    """torchtitan's float8 all-gather (weights cast to FP8 before the all-gather, scales
+    precomputed after each step) runs on gloo too; `fp8` (every GEMM FP8) only."""
+    common = ("train", *QUICK, "--preset", "fp8", "--steps", "4")
+    single, sharded = tmp_path / "single.jsonl", tmp_path / "sharded.jsonl"
+    assert run_cli(*common, "--metrics-file", str(single)).code == 0
+    proc = torchrun(*common, "--parallel", "fsdp", "--metrics-file", str(sharded))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "FSDP2 float8 all-gather" in proc.stdout
+    _close(losses(single), losses(sharded), FP8_TOL)

@@ -34,11 +34,21 @@ def test_every_preset_resolves(name: str) -> None:
         ({"forward_matmul": "bf16", "backward_matmul": "fp16"}, "autograd runs the backward"),
         ({"backward_matmul": "fp16", "master_weights": "fp32"}, "not fp16"),
         (
-            {"forward_matmul": "fp16", "backward_matmul": "fp16", "activation": "fp16"},
+            {
+                "forward_matmul": "fp16",
+                "backward_matmul": "fp16",
+                "activation": "fp16",
+                "master_weights": "bf16",
+            },
             "GradScaler cannot unscale fp16",
         ),
         (
-            {"forward_matmul": "fp32", "backward_matmul": "fp32", "activation": "fp32"},
+            {
+                "forward_matmul": "fp32",
+                "backward_matmul": "fp32",
+                "activation": "fp32",
+                "master_weights": "bf16",
+            },
             "master_weights bf16 with fp32",
         ),
         ({"activation": "fp16"}, "activations are kept either in fp32 or in the matmul dtype"),
@@ -53,6 +63,8 @@ def test_every_preset_resolves(name: str) -> None:
             "uses its own per-tensor recipe",
         ),
         ({"loss_scale_floor": 0.0}, "floor positive"),
+        ({"fp8_recipe": "mxfp8"}, "set backward_matmul fp8_e4m3"),
+        ({"stochastic_rounding": True}, "nothing to round"),
     ],
 )
 def test_impossible_combinations_are_refused(changes: dict[str, object], needle: str) -> None:
@@ -62,12 +74,15 @@ def test_impossible_combinations_are_refused(changes: dict[str, object], needle:
         precision.resolve(p)
 
 
-def test_plan_dtypes_for_the_seed_default() -> None:
+def test_plan_dtypes_for_the_default_preset() -> None:
+    """fp32 masters, bf16 compute (FSDP2's MixedPrecisionPolicy way): autocast does the casts."""
     plan = precision.resolve(PrecisionConfig())
-    assert plan.master == torch.bfloat16 and plan.optimizer_state == torch.float32
+    assert plan.master == torch.float32 and plan.optimizer_state == torch.float32
     assert plan.fp8_forward == torch.float8_e4m3fn and plan.fp8_backward is None
     assert plan.compute == torch.bfloat16 and plan.grad_sync == torch.bfloat16
-    assert not plan.needs_autocast  # everything already bf16: autocast would only cost time
+    assert plan.needs_autocast
+    seed = precision.resolve(_p(master_weights="bf16"))
+    assert not seed.needs_autocast  # everything already bf16: autocast would only cost time
 
 
 def test_autocast_when_fp32_tensors_meet_low_precision_matmuls() -> None:

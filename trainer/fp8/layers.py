@@ -8,7 +8,7 @@ take stays in high precision whatever the list says.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from torch import nn
@@ -37,8 +37,20 @@ def _patterns(entry: str, n_layers: int) -> list[str]:
     return keywords.get(entry, [entry, f"{entry}.*"])
 
 
-def plan_layers(model: nn.Module, sensitive: Sequence[str], n_layers: int) -> list[LayerChoice]:
-    """One choice per nn.Linear, in module order; every sensitive entry must match a module."""
+SizeFilter = Callable[[nn.Module, str], bool]
+
+
+def plan_layers(
+    model: nn.Module,
+    sensitive: Sequence[str],
+    n_layers: int,
+    size_filter: SizeFilter | None = None,
+    recipe: str = "tensorwise",
+) -> list[LayerChoice]:
+    """One choice per nn.Linear, in module order; every sensitive entry must match a module.
+
+    `size_filter(module, name)` False keeps a layer in high precision as too small for FP8 to
+    pay (torchao's auto-filter thresholds, measured on H100)."""
     names = [name for name, _ in model.named_modules() if name]
     entries = {entry: _patterns(entry, n_layers) for entry in sensitive}
     unmatched = [
@@ -56,7 +68,7 @@ def plan_layers(model: nn.Module, sensitive: Sequence[str], n_layers: int) -> li
         if not isinstance(module, nn.Linear):
             continue
         hits = [e for e, pats in entries.items() if any(fnmatch.fnmatchcase(name, p) for p in pats)]
-        shape = linear_problems(module.in_features, module.out_features)
+        shape = linear_problems(module.in_features, module.out_features, recipe)
         if hits:
             choice = LayerChoice(
                 name, module.in_features, module.out_features, False, f"sensitive ({hits[0]})"
@@ -64,6 +76,10 @@ def plan_layers(model: nn.Module, sensitive: Sequence[str], n_layers: int) -> li
         elif shape:
             choice = LayerChoice(
                 name, module.in_features, module.out_features, False, "; ".join(shape)
+            )
+        elif size_filter is not None and not size_filter(module, name):
+            choice = LayerChoice(
+                name, module.in_features, module.out_features, False, "small (size filter)"
             )
         else:
             choice = LayerChoice(name, module.in_features, module.out_features, True, "fp8")

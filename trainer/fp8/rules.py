@@ -42,17 +42,30 @@ def scaled_mm_problems(
     return out
 
 
-def linear_problems(in_features: int, out_features: int) -> list[str]:
+MX_BLOCK: Final = 32
+"""MXFP8 (OCP Microscaling Formats v1.0): one e8m0 scale per 32 consecutive elements along
+the contracted dim, so every dim a GEMM contracts must be a multiple of 32."""
+MX_MIN_CC: Final = (10, 0)
+
+
+def linear_problems(in_features: int, out_features: int, recipe: str = "tensorwise") -> list[str]:
     """Why a Linear layer cannot run FP8 on CUDA (forward and both backward GEMMs)."""
+    if recipe == "mxfp8":
+        return [
+            f"{what} {dim} is not a multiple of the MX block {MX_BLOCK}"
+            for what, dim in (("in_features", in_features), ("out_features", out_features))
+            if dim % MX_BLOCK
+        ]
     return scaled_mm_problems(in_features, out_features)
 
 
-def token_problems(tokens_per_micro_batch: int) -> list[str]:
+def token_problems(tokens_per_micro_batch: int, recipe: str = "tensorwise") -> list[str]:
     """FP8 gradients: the weight-gradient GEMM contracts over tokens, so they count as K."""
-    if tokens_per_micro_batch % 16:
+    multiple = MX_BLOCK if recipe == "mxfp8" else 16
+    if tokens_per_micro_batch % multiple:
         return [
-            f"micro-batch tokens {tokens_per_micro_batch} is not a multiple of 16 (the inner "
-            "dim of the FP8 weight-gradient GEMM)"
+            f"micro-batch tokens {tokens_per_micro_batch} is not a multiple of {multiple} (the "
+            "inner dim of the FP8 weight-gradient GEMM)"
         ]
     return []
 
@@ -70,6 +83,12 @@ def device_problem(name: str, cc: tuple[int, int], recipe: str) -> str | None:
             f"FP8 needs an NVIDIA GPU with compute capability 8.9 or newer (Ada, Hopper, "
             f"Blackwell); {name} has compute capability {cc[0]}.{cc[1]} ({sm}). "
             "Use --preset bf16 on this GPU."
+        )
+    if recipe == "mxfp8" and cc < MX_MIN_CC:
+        return (
+            f"fp8_recipe mxfp8 needs block-scaled FP8 GEMMs, which NVIDIA GPUs have from "
+            f"Blackwell (sm_100) on; {name} is {sm} (compute capability {cc[0]}.{cc[1]}). "
+            "Use fp8_recipe tensorwise or rowwise on this GPU."
         )
     if recipe.startswith("rowwise") and not rowwise_supported(cc):
         return (

@@ -104,7 +104,12 @@ class Fp8Monitor:
             with torch.no_grad():
                 x = inputs[0]
                 amax = _amax(x)
-                weight = _local(module.get_parameter("weight"))
+                # the parameter, or its compute copy (torchao_backend.compute_weights)
+                weight = _local(module.__dict__["_parameters"]["weight"])
+                # under FSDP2 float8 all-gather the unsharded weight is already FP8
+                restore = getattr(weight, "to_original_precision", None)
+                if callable(restore):
+                    weight = restore()
                 row = self._row(name, x)
                 row[0] = amax
                 row[1] = _amax(weight) if weight.numel() else 0.0

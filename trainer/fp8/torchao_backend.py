@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import torch
 from torch import nn
 
 from trainer.errors import BadInput
@@ -47,7 +48,25 @@ def load() -> Any:
     return float8
 
 
-def float8_config(plan: Plan) -> Any:
+def fsdp_float8_all_gather(plan: Plan, mode: str) -> bool:
+    """torchtitan's FSDP2 float8 all-gather: the sharded weights are cast to FP8 before the
+    all-gather (half the bytes of bf16), with one scale per tensor computed for all layers at
+    once after the optimizer step (`precompute_float8_dynamic_scale_for_fsdp`). torchao offers
+    it for tensorwise scaling only, and only with every GEMM in FP8: `fp8-fwd`'s BF16
+    backward needs the high-precision weight, which a float8 all-gather does not bring."""
+    return (
+        mode == "fsdp" and plan.config.fp8_recipe == "tensorwise" and plan.fp8_backward is not None
+    )
+
+
+def precompute_scales(model: nn.Module) -> None:
+    """After each optimizer step under FSDP2 float8 all-gather: every FP8 weight's amax in one
+    all-reduce instead of one per layer."""
+    utils = importlib.import_module("torchao.float8.fsdp_utils")
+    utils.precompute_float8_dynamic_scale_for_fsdp(model)
+
+
+def float8_config(plan: Plan, all_gather: bool = False) -> Any:
     """The torchao Float8LinearConfig for this precision plan."""
     float8 = load()
     cfg_mod = importlib.import_module("torchao.float8.config")
@@ -69,6 +88,7 @@ def float8_config(plan: Plan) -> Any:
             cast_config_input_for_grad_weight=off,
             cast_config_weight_for_grad_input=off,
             round_scales_to_power_of_2=rowwise,
+            enable_fsdp_float8_all_gather=all_gather,
         )
     if rowwise:
         return float8.Float8LinearConfig.from_recipe_name(recipe)
@@ -78,15 +98,87 @@ def float8_config(plan: Plan) -> Any:
         target_dtype=plan.fp8_backward,
     )
     return float8.Float8LinearConfig(
-        cast_config_input=forward, cast_config_weight=forward, cast_config_grad_output=grad
+        cast_config_input=forward,
+        cast_config_weight=forward,
+        cast_config_grad_output=grad,
+        enable_fsdp_float8_all_gather=all_gather,
     )
 
 
-def convert(model: nn.Module, layer_names: set[str], plan: Plan) -> nn.Module:
-    """Swap the named nn.Linear layers for torchao Float8Linear, in place."""
-    float8 = load()
-    config = float8_config(plan)
-    float8.convert_to_float8_training(
-        model, config=config, module_filter_fn=lambda _mod, fqn: fqn in layer_names
+def size_filter(plan: Plan) -> Callable[[nn.Module, str], bool] | None:
+    """torchao's auto-filter for the recipe (torchtitan's `filter_fqns` + auto-filter): a Linear
+    whose GEMM is too small for FP8 to beat BF16 on an H100 stays BF16. None when this torchao
+    has no such filter (it is an experimental API: `_auto_filter_for_recipe`)."""
+    load()
+    utils = importlib.import_module("torchao.float8.float8_linear_utils")
+    auto = getattr(utils, "_auto_filter_for_recipe", None)
+    if auto is None:
+        return None
+    # rowwise_with_gw_hp has no filter of its own; its GEMMs are rowwise's
+    recipe = "rowwise" if plan.config.fp8_recipe.startswith("rowwise") else "tensorwise"
+    chosen: Callable[[nn.Module, str], bool] = auto(recipe, [])
+    return chosen
+
+
+@contextmanager
+def compute_weights(modules: list[nn.Module], dtype: torch.dtype) -> Iterator[None]:
+    """Show the FP8 layers their fp32 master weights as `dtype` copies for one forward.
+
+    FSDP2's MixedPrecisionPolicy(param_dtype=bf16) does this for sharded runs (torchtitan's
+    setup); a single process or DDP has no such cast, and torchao's high-precision backward
+    GEMMs (the casts `fp8-fwd` disables) would meet an fp32 weight and a bf16 gradient. The
+    cast is differentiable (the gradient reaches the fp32 master in fp32) and happens before
+    the blocks run, outside any activation-checkpointed region, so a recompute sees the same
+    copies. Autograd keeps what the backward needs after the masters are put back.
+    """
+    swapped: list[tuple[nn.Module, nn.Parameter]] = []
+    try:
+        for module in modules:
+            master = module._parameters["weight"]
+            if master is not None and master.dtype != dtype:
+                swapped.append((module, master))
+                module._parameters["weight"] = master.to(dtype)  # type: ignore[assignment]
+        yield
+    finally:
+        for module, master in swapped:
+            module._parameters["weight"] = master
+
+
+def _convert_mx(model: nn.Module, layer_names: set[str], emulate: bool) -> None:
+    """MXFP8 training (torchao.prototype.moe_training): the named layers' weights become
+    MXFP8TrainingWeightWrapperTensor, whose matmuls quantize both operands to E4M3 with one
+    e8m0 scale per 32 elements. `emulate`: plain PyTorch ops (any device; slow, for tests)."""
+    try:
+        with _quiet_import():
+            mx = importlib.import_module("torchao.prototype.moe_training.config")
+            quantization = importlib.import_module("torchao.quantization")
+    except ImportError as exc:
+        raise BadInput(
+            f"fp8_recipe mxfp8 needs torchao's MXFP8 training (torchao >= 0.15), not importable "
+            f"here ({exc}); use fp8_recipe tensorwise"
+        ) from exc
+    recipe = mx.MXFP8TrainingRecipe
+    config = mx.MXFP8TrainingOpConfig.from_recipe(
+        recipe.MXFP8_EMULATED_RCEIL if emulate else recipe.MXFP8_RCEIL
     )
+    quantization.quantize_(model, config, filter_fn=lambda _mod, fqn: fqn in layer_names)
+
+
+def convert(
+    model: nn.Module,
+    layer_names: set[str],
+    plan: Plan,
+    *,
+    emulate: bool = False,
+    all_gather: bool = False,
+) -> nn.Module:
+    """Swap the named nn.Linear layers for torchao Float8Linear (or MXFP8 weights), in place."""
+    if plan.config.fp8_recipe == "mxfp8":
+        _convert_mx(model, layer_names, emulate)
+    else:
+        float8 = load()
+        config = float8_config(plan, all_gather)
+        float8.convert_to_float8_training(
+            model, config=config, module_filter_fn=lambda _mod, fqn: fqn in layer_names
+        )
     return model
