@@ -32,7 +32,7 @@ def register(sub: Any) -> None:
             "trainer checkpoint and exit 143. Arguments after -- go to `trainer train`."
         ),
         epilog="example:\n  trainimg slurm CELL --nodes 2 --gpus-per-node 8 --partition gpu "
-        "--time 12:00:00 --ckpt /shared/ckpt -o job.sbatch -- --parallel fsdp --resume\n"
+        "--time 12:00:00 --ckpt /nfs/ckpt -o job.sbatch -- --parallel fsdp --resume\n"
         "  sbatch job.sbatch\n\nexit codes: 0 written, 2 bad input",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

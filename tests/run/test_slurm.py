@@ -31,7 +31,7 @@ SHAPES = {
         partition="gpu",
         time="12:00:00",
         data="/shared/tokens",
-        ckpt="/shared/ckpt",
+        ckpt="/nfs/ckpt",
         trainer_args=("--config", "/data/run.yaml", "--parallel", "fsdp", "--resume"),
     ),
     "4x0-cpu-rootful": SlurmJob(
@@ -42,7 +42,7 @@ SHAPES = {
         rootful=True,
         uid=0,
         gid=0,
-        ckpt="/shared/ckpt",
+        ckpt="/nfs/ckpt",
         trainer_args=("--preset", "bf16", "--device", "cpu"),
     ),
     "2x4-pyxis": SlurmJob(
