@@ -15,7 +15,7 @@ from builder.cli import main
 from builder.rules import kernel_dispatch
 from builder.verify.runner import verify
 from builder.verify.target import load_workspace
-from tests.conftest import REPO
+from tests.conftest import REPO, build_cell
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -86,3 +86,25 @@ def test_arches_lists_every_cuda_library_with_its_rule(
         assert c["verdict"] == "yes", (name, c["explain"])
     assert main(args) == 0
     assert "per-architecture kernel sets chosen at run time" in capsys.readouterr().out
+
+
+DEVEL_CELL = "debian12-cpu-py3.11-torch2.13.0-devel"
+
+
+def test_devel_image_builds_a_cpp_extension(
+    podman_service: str,
+    offline_base: str,
+    wheelhouse: Path,
+    trainer_dir: Path,
+    verify_engine: Any,
+    tmp_path: Path,
+) -> None:
+    """The Debian devel cell (CPU: a cu128 devel cell on PyPI's wheels would have no nvcc, see
+    builder/check.py) compiles, imports and runs a torch.utils.cpp_extension module inside."""
+    image = build_cell(DEVEL_CELL, podman_service, wheelhouse, trainer_dir, tmp_path / "lock.json")
+    ws = load_workspace(str(REPO / "matrix.yaml"))
+    report = verify(verify_engine, image, workspace=ws, only="cpp_extension or gcc_version")
+    got = {c.name: c for c in report.checks}
+    assert got["cpp_extension"].outcome == "passed", report.text()
+    assert "trainimg_probe" in " ".join(got["cpp_extension"].details)
+    assert got["gcc_version"].outcome == "passed", report.text()

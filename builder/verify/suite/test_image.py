@@ -371,6 +371,33 @@ def test_train_compile(
     _train(host, python, ctx, trainer_info, "bf16", detail, compile_=True)
 
 
+_CPP_EXTENSION = """
+import tempfile, torch
+from torch.utils.cpp_extension import load_inline
+src = "torch::Tensor twice(torch::Tensor x) { return x * 2; }"
+mod = load_inline(name="trainimg_probe", cpp_sources=[src], functions=["twice"],
+                  build_directory=tempfile.mkdtemp())
+x = torch.arange(4.0)
+assert torch.equal(mod.twice(x), x * 2)
+print(mod.__file__)
+"""
+
+
+def test_cpp_extension(host: Any, python: str, ctx: dict[str, Any], detail: Detail) -> None:
+    """A devel image builds extensions: torch.utils.cpp_extension compiles (g++, ninja, the
+    Python and torch headers), links, imports and runs a tiny C++ operator inside it."""
+    flavour = ctx["expect"].get("flavour")
+    if flavour != "devel":
+        pytest.skip(f"not applicable: the {flavour} flavour (extensions are built in devel images)")
+    result = host.run(f"cd /tmp && timeout 600 {python} -c {shlex.quote(_CPP_EXTENSION)}")
+    if result.rc != 0:
+        tail = (result.stderr.strip() or result.stdout.strip())[-800:]
+        fail(
+            f"torch.utils.cpp_extension could not build a C++ extension (exit {result.rc}): {tail}"
+        )
+    detail(f"built, imported and ran {result.stdout.strip().splitlines()[-1]}")
+
+
 def test_nvidia_environment(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:
     config_env = ctx["image"]["env"]
     inside = facts.get("env") or {}
