@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from packaging.tags import Tag
+from packaging.utils import canonicalize_name
 
 from builder.closure import MetadataError, marker_environment, requires_dist, resolve
 from builder.wheelhouse import scan
@@ -49,7 +50,7 @@ def test_closure_follows_markers_extras_and_picks_the_newest(tmp_path: Path) -> 
         "linuxonly-1.0",
         "leaf-2.0",
     ]
-    assert res.needed_by["leaf"] == "lib 1.2"
+    assert res.needed_by[canonicalize_name("leaf")] == "lib 1.2"
     with_extra = resolve(["app[fast]==1.0"], scan(d), TAGS, ENV)
     assert "extra1" in {w.name for w in with_extra.chosen}
 
