@@ -99,9 +99,17 @@ class Coverage:
     sass: tuple[str, ...]  # the SASS targets that run on the GPU
     ptx: tuple[str, ...]  # the PTX targets the driver can JIT for it
     rule: str = kernel_dispatch.UNIFORM
+    documented: bool = False  # OPAQUE: the vendor documents this GPU's architecture
+
+    @property
+    def blocking(self) -> bool:
+        """Whether this library decides if the image runs on the GPU."""
+        return self.rule != kernel_dispatch.OPTIONAL
 
     @property
     def verdict(self) -> str:
+        if self.rule == kernel_dispatch.OPAQUE:
+            return "documented" if self.documented else "no"
         if self.rule == kernel_dispatch.PER_ARCH:
             if self.native:
                 return "yes"
@@ -111,8 +119,20 @@ class Coverage:
         return "jit" if self.jit else "yes"
 
     def explain(self) -> str:
+        if self.rule == kernel_dispatch.OPAQUE:
+            return (
+                f"{'documented' if self.documented else 'no'}: its kernels are not in .nv_fatbin "
+                f"(only {self.modules} helper module(s) there), so the scan cannot judge them; "
+                f"NVIDIA {'documents' if self.documented else 'does not document'} this "
+                "architecture for the release"
+            )
+        if self.rule == kernel_dispatch.OPTIONAL:
+            return self._explain_uniform() + " (optional ops: not on the trainer's path)"
         if self.rule == kernel_dispatch.PER_ARCH:
             return self._explain_per_arch()
+        return self._explain_uniform()
+
+    def _explain_uniform(self) -> str:
         if self.verdict == "yes":
             return (
                 f"yes: all {self.modules} kernel modules carry SASS that runs on it "
@@ -145,7 +165,11 @@ class Coverage:
 
 
 def coverage(
-    path: str, modules: Sequence[Sequence[str]], cc: CC, rule: str = kernel_dispatch.UNIFORM
+    path: str,
+    modules: Sequence[Sequence[str]],
+    cc: CC,
+    rule: str = kernel_dispatch.UNIFORM,
+    documented: bool = False,
 ) -> Coverage:
     """Judge each module (the target names of one fatbin container) for compute capability cc,
     and the library by `rule` (builder/rules/kernel_dispatch.py)."""
@@ -176,6 +200,7 @@ def coverage(
         tuple(sorted(sass, key=arch_key)),
         tuple(sorted(ptx, key=arch_key)),
         rule,
+        documented,
     )
 
 
@@ -183,13 +208,14 @@ def library_coverage(library: Mapping[str, Any], cc: CC) -> Coverage:
     """Coverage of one library as LibraryScan.to_dict() (or the in-image scan) describes it,
     judged by the dispatch rule its file name has in builder/rules/kernel_dispatch.py."""
     path = str(library["path"])
-    rule = kernel_dispatch.rule_for(path).kind
-    return coverage(path, library["per_container"], cc, rule)
+    rule = kernel_dispatch.rule_for(path)
+    return coverage(path, library["per_container"], cc, rule.kind, cc[0] in rule.documented)
 
 
 def overall(covs: list[Coverage]) -> str:
-    """'yes' when every library runs natively, 'jit' when some need a JIT, else 'no'."""
-    verdicts = {c.verdict for c in covs}
+    """'yes' when every library that decides runs natively (or, opaque, is documented), 'jit'
+    when some need a JIT, else 'no'. Optional libraries are shown but never decide."""
+    verdicts = {c.verdict for c in covs if c.blocking}
     if "no" in verdicts:
         return "no"
     return "jit" if "jit" in verdicts else "yes"

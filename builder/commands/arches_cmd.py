@@ -110,6 +110,8 @@ def judge(scan: dict[str, Any], gpu_args: list[str]) -> list[dict[str, Any]]:
 _RULE = {
     kernel_dispatch.UNIFORM: "one arch list: every module must cover the GPU",
     kernel_dispatch.PER_ARCH: "per-architecture kernel sets chosen at run time",
+    kernel_dispatch.OPAQUE: "kernels outside .nv_fatbin: NVIDIA's documented support",
+    kernel_dispatch.OPTIONAL: "optional ops, not on the trainer's path: shown, never decides",
 }
 _VERDICT = {
     "yes": "runs natively: every library has SASS for it where its kernel choice needs it",

@@ -73,7 +73,7 @@ def test_arches_lists_every_cuda_library_with_its_rule(
     assert any(n.startswith("libcudnn") for n in names)
     assert len(names) >= 15
     (b200,) = data["gpus"]
-    assert b200["verdict"] == "yes", b200
+    assert b200["verdict"] == "jit", b200  # runs; cuFile's and NVSHMEM's PTX-only modules JIT
     by_name = {Path(c["path"]).name: c for c in b200["libraries"]}
     core = by_name["libtorch_cuda.so"]
     assert core["rule"] == kernel_dispatch.UNIFORM and core["native"] == core["modules"] > 100
@@ -82,8 +82,10 @@ def test_arches_lists_every_cuda_library_with_its_rule(
     # fine because it dispatches per GPU at run time; judged uniformly it would "not run".
     assert lt["rule"] == kernel_dispatch.PER_ARCH
     assert 0 < lt["native"] < lt["modules"] and lt["missing"] > 0
+    assert by_name["libcufft.so.11"]["verdict"] == "documented"
     for name, c in by_name.items():
-        assert c["verdict"] == "yes", (name, c["explain"])
+        if c["rule"] != kernel_dispatch.OPTIONAL:
+            assert c["verdict"] in ("yes", "jit", "documented"), (name, c["explain"])
     assert main(args) == 0
     assert "per-architecture kernel sets chosen at run time" in capsys.readouterr().out
 
