@@ -52,7 +52,7 @@ class BuildsFailed(TrainimgError):
 class BuildOptions:
     repository: str | None = None  # default: project.repository
     wheelhouse: Path | None = None
-    network: str | None = None  # default: "none" with a wheelhouse, else the engine's
+    network: str | None = None  # default: "none" (every wheel comes from the wheelhouse)
     pull: bool = False
     buildargs: Mapping[str, str] = field(default_factory=dict)
     nocache: bool = False
@@ -75,7 +75,7 @@ class Plan:
     hash_tag: str
     base_ref: str
     base: ImageInfo | None
-    wheelhouse: Selection | None
+    wheelhouse: Selection
 
     @property
     def content_hash(self) -> str:
@@ -154,16 +154,19 @@ def plan_cells(
     version = trainer_version(trainer_dir)
     texts = _check_drift(ws, cells)
     buildargs = dict(opts.buildargs)
-    network = opts.network
-    if opts.wheelhouse is not None:
-        if buildargs.get("PIP_NO_INDEX", "1") != "1":
-            raise TrainimgError("--wheelhouse installs from the wheelhouse only: drop PIP_NO_INDEX")
-        buildargs["PIP_NO_INDEX"] = "1"
-        network = network or "none"
+    network = opts.network or "none"  # wheels come from the wheelhouse; nothing is downloaded
+    if opts.wheelhouse is None:
+        raise TrainimgError(
+            "builds install Python packages only from a hash-locked wheelhouse: fill one with "
+            "`trainimg wheelhouse CELL... --dest DIR` and pass --wheelhouse DIR (or set "
+            "TRAINIMG_WHEELHOUSE)"
+        )
+    # Every cell's closure and hashes first: a bad wheelhouse stops before the engine is asked.
+    selections = {cell.name: select(opts.wheelhouse, cell, project) for cell in cells}
     plans = []
     for cell in cells:
         base, pull = _base(engine, cell, opts.pull)
-        selection = select(opts.wheelhouse, cell, project) if opts.wheelhouse is not None else None
+        selection = selections[cell.name]
         hashed_labels = {TRAINER_VERSION_LABEL: version}
         ctx = assemble(
             texts[cell.name],

@@ -159,7 +159,7 @@ class Engine(Protocol):
 # --- shared helpers ------------------------------------------------------------------------
 
 _HEX64 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
-_STEP = re.compile(r"^STEP \d+/\d+: ")
+_STEP = re.compile(r"^(?:\[\d+/\d+\] )?STEP \d+/\d+: ")  # "[2/3] STEP ..." in multi-stage builds
 _CACHE = re.compile(r"^--> Using cache ")
 
 

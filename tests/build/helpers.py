@@ -12,7 +12,7 @@ from builder.engines.local_podman import LocalPodman
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_CELL = "debian12-cpu-py3.11-torch2.13.0-runtime"
-_STEP = re.compile(r"^STEP \d+/\d+: (.*)$")
+_STEP = re.compile(r"^(?:\[\d+/\d+\] )?STEP \d+/\d+: (.*)$")
 
 
 class RecordingUi(Ui):

@@ -33,6 +33,8 @@ CHECKS = [
     "sm_kernels_fatbin_scan",
     "train_bf16",
     "train_fp8_fwd",
+    "train_compile",
+    "cpp_extension",
     "nvidia_environment",
     "labels",
     "default_user_not_root",
@@ -86,9 +88,10 @@ def test_mixed_outcomes_and_reports(local_ctx: dict[str, Any], tmp_path: Path) -
     assert outcome["labels"] == "passed" and outcome["nvidia_environment"] == "passed"
     assert "torch 2.13.0+cpu" in by_name["torch_version"].details
     # not applicable / no GPU: skipped with the reason, never passed
-    assert (
-        outcome["gcc_version"] == "skipped" and "runtime flavour" in by_name["gcc_version"].message
-    )
+    # this machine has gcc: a runtime image with a compiler shows its version (torch.compile)
+    assert outcome["gcc_version"] == "passed"
+    assert "(for torch.compile)" in " ".join(by_name["gcc_version"].details)
+    assert outcome["cpp_extension"] == "skipped" and "runtime" in by_name["cpp_extension"].message
     assert (
         outcome["nvidia_smi"] == "skipped"
         and by_name["nvidia_smi"].message == "no GPU in this test"
@@ -105,7 +108,7 @@ def test_mixed_outcomes_and_reports(local_ctx: dict[str, Any], tmp_path: Path) -
         "commands run as uid 0" in by_name["default_user_not_root"].message
     )
     # no trainer here: its fixture breaks, the checks that need it are errors
-    for name in ("trainer_version", "train_bf16", "train_fp8_fwd"):
+    for name in ("trainer_version", "train_bf16", "train_fp8_fwd", "train_compile"):
         assert outcome[name] == "error", (name, by_name[name])
         assert "trainer" in by_name[name].message
 
@@ -122,11 +125,11 @@ def test_mixed_outcomes_and_reports(local_ctx: dict[str, Any], tmp_path: Path) -
     )
     assert not report.ok
     counts = report.counts()
-    assert counts == {"passed": 6, "failed": 2, "error": 3, "skipped": 3}
+    assert counts == {"passed": 7, "failed": 2, "error": 4, "skipped": 3}
     text = report.text()
     assert "SKIP  nvidia_smi" in text and "no GPU in this test" in text
     assert "FAIL  default_user_not_root" in text
-    assert text.splitlines()[-1].startswith("FAILED: 14 checks: 6 passed, 2 failed, 3 errors")
+    assert text.splitlines()[-1].startswith("FAILED: 16 checks: 7 passed, 2 failed, 4 errors")
     data = json.loads(report.to_json())
     assert data["ok"] is False and data["summary"] == counts
     assert data["compared_with"] == "matrix" and data["gpu"]["attached"] is False
@@ -135,7 +138,7 @@ def test_mixed_outcomes_and_reports(local_ctx: dict[str, Any], tmp_path: Path) -
     suite = ET.parse(junit).getroot()  # noqa: S314 - the report this test just wrote
     suite = suite if suite.tag == "testsuite" else suite[0]
     assert suite.get("name") == "trainimg-verify"
-    assert int(suite.get("tests", 0)) == 14
+    assert int(suite.get("tests", 0)) == 16
     assert int(suite.get("failures", 0)) == 2 and int(suite.get("skipped", 0)) == 3
     skipped = [tc for tc in suite.iter("testcase") if tc.find("skipped") is not None]
     assert any(
