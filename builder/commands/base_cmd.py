@@ -1,4 +1,5 @@
-"""`trainimg base`: make the offline base image of every local (air-gapped) OS in the matrix."""
+"""`trainimg base`: make the offline base image of every local (air-gapped) OS in the matrix,
+through whichever engine discovery finds (podman or Docker Engine)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from builder.base_image import BaseSpec, make_offline_base
-from builder.commands.common import shared_options, workspace
-from builder.engines.local_podman import ROOT_ENV, from_environment, podman_cli
+from builder.commands.common import add_engine_options, shared_options, workspace
+from builder.engines.base import Engine
+from builder.engines.discover import engine_session
+from builder.engines.local_podman import ROOT_ENV
 from builder.errors import TrainimgError
+from builder.matrix.model import OsSpec
 
 SUITES = {"debian12": "bookworm"}
 
@@ -20,13 +24,15 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "base",
         parents=[shared_options()],
-        help="make the offline base image(s) for local OSes (debootstrap -> podman import)",
+        help="make the offline base image(s) for local OSes (debootstrap -> engine import)",
         description=(
             "Make the base image of every OS the matrix marks `local: true`, with debootstrap "
-            "from Debian's mirror and `podman import`; no container registry is needed. Set "
-            f"${ROOT_ENV} to use an isolated podman store (as CI does)."
+            "from Debian's mirror (plus the -updates and -security suites) and an import "
+            "through the engine's API (podman or Docker Engine); no container registry is "
+            f"needed. Set ${ROOT_ENV} to use an isolated podman store (as CI does)."
         ),
     )
+    add_engine_options(p)
     p.add_argument(
         "--cache",
         default=os.environ.get("TRAINIMG_CACHE", ".cache"),
@@ -43,21 +49,25 @@ def run(args: argparse.Namespace) -> int:
     if not local_oses:
         print("no OS in the matrix is marked local: nothing to make")
         return 0
-    podman = podman_cli(from_environment())
-    for os_spec in local_oses:
-        suite = SUITES.get(os_spec.distro.key)
-        if suite is None:
-            raise TrainimgError(
-                f"oses.{os_spec.key}: no offline base recipe for {os_spec.distro.name} "
-                f"(recipes exist for: {', '.join(SUITES)})"
-            )
-        spec = BaseSpec(tag=os_spec.base, suite=suite, mirror=args.mirror)
-        made = make_offline_base(
-            spec,
-            Path(args.cache) / "base",
-            podman,
-            force=args.force,
-            log=lambda m: print(f"base: {m}", file=sys.stderr),
-        )
-        print(f"{spec.tag}: {'made' if made else 'present'}")
+    with engine_session(args.engine, args.url) as engine:
+        for os_spec in local_oses:
+            _make(args, os_spec, engine)
     return 0
+
+
+def _make(args: argparse.Namespace, os_spec: OsSpec, engine: Engine) -> None:
+    suite = SUITES.get(os_spec.distro.key)
+    if suite is None:
+        raise TrainimgError(
+            f"oses.{os_spec.key}: no offline base recipe for {os_spec.distro.name} "
+            f"(recipes exist for: {', '.join(SUITES)})"
+        )
+    spec = BaseSpec(tag=os_spec.base, suite=suite, mirror=args.mirror)
+    made = make_offline_base(
+        spec,
+        Path(args.cache) / "base",
+        engine,
+        force=args.force,
+        log=lambda m: print(f"base: {m}", file=sys.stderr),
+    )
+    print(f"{spec.tag}: {'made' if made else 'present'} ({engine.name})")

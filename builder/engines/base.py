@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from builder.errors import TrainimgError
+from builder.registry.auth import Credentials
 
 LogSink = Callable[[str], None]
 
@@ -100,7 +101,11 @@ class RunSpec:
 
 
 class Engine(Protocol):
-    name: str  # "podman" or "docker"
+    @property
+    def name(self) -> str:
+        """ "podman" or "docker"."""
+        ...
+
     base_url: str
 
     def version(self) -> str: ...
@@ -151,6 +156,18 @@ class Engine(Protocol):
 
     def containers(self, label: str | None = None) -> list[str]:
         """Names of all containers (running or not), optionally only those with this label."""
+        ...
+
+    def import_image(self, tarball: Path, ref: str, changes: Sequence[str] = ()) -> str:
+        """`ref` from a root filesystem tarball, with Dockerfile-style `changes`; its id."""
+        ...
+
+    def push(self, ref: str, creds: Credentials | None = None, *, tls_verify: bool = True) -> None:
+        """Push `ref` (registry/repo:tag); credentials travel only in the request header."""
+        ...
+
+    def pull(self, ref: str, creds: Credentials | None = None, *, tls_verify: bool = True) -> None:
+        """Pull `ref` (by tag or digest) into the engine's store."""
         ...
 
     def close(self) -> None: ...

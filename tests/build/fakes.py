@@ -17,6 +17,7 @@ from builder.engines.base import (
     RunResult,
     RunSpec,
 )
+from builder.registry.auth import Credentials
 
 
 @dataclass
@@ -120,3 +121,12 @@ class FakeEngine:
 
     def close(self) -> None:
         pass
+
+    def import_image(self, tarball: Path, ref: str, changes: Sequence[str] = ()) -> str:
+        raise NotImplementedError
+
+    def push(self, ref: str, creds: Credentials | None = None, *, tls_verify: bool = True) -> None:
+        raise NotImplementedError
+
+    def pull(self, ref: str, creds: Credentials | None = None, *, tls_verify: bool = True) -> None:
+        raise NotImplementedError
