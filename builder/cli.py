@@ -16,7 +16,10 @@ from builder.commands import (
     base_cmd,
     build_cmd,
     matrix_cmd,
+    pin_cmd,
     preflight_cmd,
+    prune_cmd,
+    push_cmd,
     render_cmd,
     verify_cmd,
     wheelhouse_cmd,
@@ -32,6 +35,9 @@ COMMANDS = (
     verify_cmd,
     arches_cmd,
     preflight_cmd,
+    push_cmd,
+    pin_cmd,
+    prune_cmd,
 )
 
 

@@ -5,15 +5,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# tool -> Debian package. docker.io gives dockerd (the tests start a private Docker Engine),
+# docker-registry a local registry for push/pin tests, apache2-utils htpasswd, openssl a CA.
+declare -A apt_pkg=([podman]=podman [buildah]=buildah [runc]=runc [debootstrap]=debootstrap
+    [/usr/sbin/dockerd]=docker.io [docker-registry]=docker-registry [htpasswd]=apache2-utils
+    [openssl]=openssl)
 need_apt=()
-for tool in podman buildah runc debootstrap; do
-    command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
+for tool in "${!apt_pkg[@]}"; do
+    command -v "$tool" >/dev/null 2>&1 || need_apt+=("${apt_pkg[$tool]}")
 done
 if ((${#need_apt[@]})); then
     echo "setup: installing ${need_apt[*]} from Debian" >&2
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq podman buildah runc debootstrap >/dev/null
+    apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
 if [ ! -x .venv/bin/python ]; then

@@ -158,6 +158,10 @@ class Engine(Protocol):
         """Names of all containers (running or not), optionally only those with this label."""
         ...
 
+    def image_tags(self, repository: str) -> list[str]:
+        """The tags of `repository` (registry/path, no tag) in the engine's store, sorted."""
+        ...
+
     def import_image(self, tarball: Path, ref: str, changes: Sequence[str] = ()) -> str:
         """`ref` from a root filesystem tarball, with Dockerfile-style `changes`; its id."""
         ...

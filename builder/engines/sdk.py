@@ -256,6 +256,17 @@ class SdkEngine:
             found = self._client.containers.list(all=True, filters=filters)
         return sorted(str(c.name) for c in found)
 
+    def image_tags(self, repository: str) -> list[str]:
+        with self._api(f"list images of {repository}"):
+            found = self._client.images.list(filters={"reference": repository})
+        prefix = repository + ":"
+        return sorted(
+            t.removeprefix(prefix)
+            for image in found
+            for t in (image.attrs.get("RepoTags") or image.attrs.get("Names") or ())
+            if t.startswith(prefix)
+        )
+
     def import_image(self, tarball: Path, ref: str, changes: Sequence[str] = ()) -> str:
         """`ref` from a root filesystem tarball (docker import / podman import); its id."""
         from builder.engines.common import split_ref

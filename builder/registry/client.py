@@ -146,6 +146,10 @@ class RegistryClient:
 
     # --- the API ---------------------------------------------------------------------------
 
+    def ping(self) -> None:
+        """Reachable, speaks v2, and takes our credentials (if it wants any)."""
+        _check(self._request("GET", "/v2/"), f"registry {self.registry}")
+
     def manifest_digest(self, ref: Reference) -> str:
         """The digest of the manifest (or index) `ref` names, as the registry serves it."""
         path = f"/v2/{ref.repository}/manifests/{ref.reference}"

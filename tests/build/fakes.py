@@ -122,6 +122,9 @@ class FakeEngine:
     def close(self) -> None:
         pass
 
+    def image_tags(self, repository: str) -> list[str]:
+        return [r.removeprefix(repository + ":") for r in self.store.refs(repository)]
+
     def import_image(self, tarball: Path, ref: str, changes: Sequence[str] = ()) -> str:
         raise NotImplementedError
 

@@ -66,6 +66,9 @@ class FakeEngine:
     def close(self) -> None:
         self.closed = True
 
+    def image_tags(self, repository: str) -> list[str]:
+        raise NotImplementedError
+
     def import_image(self, tarball: Path, ref: str, changes: Sequence[str] = ()) -> str:
         raise NotImplementedError
 
