@@ -180,8 +180,10 @@ class Engine(Protocol):
 # --- shared helpers ------------------------------------------------------------------------
 
 _HEX64 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
-_STEP = re.compile(r"^STEP \d+/\d+: ")
-_CACHE = re.compile(r"^--> Using cache ")
+# buildah says "STEP 3/9: RUN ..." and "--> Using cache <id>"; Docker's classic builder says
+# "Step 3/9 : RUN ..." and " ---> Using cache".
+_STEP = re.compile(r"^(?:STEP|Step) \d+/\d+ ?: ")
+_CACHE = re.compile(r"^(?:-->| --->) Using cache")
 
 
 def normalize_id(image_id: str) -> str:

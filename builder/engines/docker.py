@@ -105,13 +105,26 @@ class DockerEngine(SdkEngine):
         self._low.remove_container(name, force=True, v=True)
 
     def _import(self, body: Any, repo: str, tag: str, changes: Sequence[str]) -> str:
-        out = self._low.import_image_from_stream(
-            body, repository=repo, tag=tag, changes=list(changes)
+        response = self._low._post(
+            self._low._url("/images/create"),
+            params={"fromSrc": "-", "repo": repo, "tag": tag, "changes": list(changes)},
+            data=body,
+            headers={"Content-Type": "application/tar"},
+            stream=True,
+            timeout=BUILD_TIMEOUT,
         )
-        for line in str(out).splitlines():
-            if '"error"' in line:
-                raise EngineError(f"docker import {repo}:{tag}: {line.strip()}")
-        return ""
+        try:
+            self._low._raise_for_status(response)
+            image_id = ""
+            for item in json_lines(response):
+                if item.get("error"):
+                    raise EngineError(f"docker import {repo}:{tag}: {item['error']}")
+                status = str(item.get("status") or "")
+                if status.startswith("sha256:"):
+                    image_id = status
+            return image_id
+        finally:
+            response.close()
 
     def _push(self, repo: str, tag: str, creds: Credentials | None, tls_verify: bool) -> None:
         items = self._low.push(

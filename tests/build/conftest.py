@@ -176,6 +176,22 @@ def dockerd() -> Iterator[Dockerd]:
         assert left == [], f"dockerd left mounts behind: {left}"
 
 
+@pytest.fixture(scope="session")
+def dockerd_base(dockerd: Dockerd) -> str:
+    """The offline base, imported into the private Docker Engine through the docker SDK (the
+    rootfs tarball is the one the podman fixtures cached); the engine's unix:// URL."""
+    from builder.base_image import BaseSpec, make_offline_base
+    from builder.engines.docker import DockerEngine
+    from tests.conftest import BASE_TAG
+
+    engine = DockerEngine(dockerd.url)
+    try:
+        make_offline_base(BaseSpec(tag=BASE_TAG), CACHE / "base", engine)
+    finally:
+        engine.close()
+    return dockerd.url
+
+
 @pytest.fixture
 def registries(tmp_path: Path) -> Iterator[Callable[..., Registry]]:
     """Start docker-registry instances (auth and TLS optional); all stopped afterwards."""

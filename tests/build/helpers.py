@@ -12,7 +12,8 @@ from builder.engines.local_podman import LocalPodman
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_CELL = "debian12-cpu-py3.11-torch2.13.0-runtime"
-_STEP = re.compile(r"^STEP \d+/\d+: (.*)$")
+_STEP = re.compile(r"^(?:STEP|Step) \d+/\d+ ?: (.*)$")  # buildah | Docker's classic builder
+_CACHED = re.compile(r"^(?:-->| --->) Using cache")
 
 
 class RecordingUi(Ui):
@@ -36,7 +37,7 @@ def steps_and_cache(lines: list[str]) -> list[tuple[str, bool]]:
         m = _STEP.match(line)
         if m:
             steps.append((m.group(1), False))
-        elif line.startswith("--> Using cache") and steps:
+        elif _CACHED.match(line) and steps:
             steps[-1] = (steps[-1][0], True)
     return steps
 
