@@ -1,8 +1,9 @@
 """End to end against real engines - podman-py on podman, the docker SDK on podman's compat API,
 and the docker SDK on a real Docker Engine (Debian's dockerd, classic builder): build the CPU
 cell from the wheelhouse, air-gapped, from the same Containerfile; run the bundled trainer's
---help in a container; check labels and the record; skip an unchanged cell; and prove that a trainer-only change rebuilds only the trainer
-layer (layer ids and the build's own cache hits, per engine - measured, not assumed)."""
+--help in a container; check labels and the record; skip an unchanged cell; and prove that a
+trainer-only change rebuilds only the trainer layer (layer ids and the build's own cache hits,
+per engine - measured, not assumed)."""
 
 from __future__ import annotations
 
