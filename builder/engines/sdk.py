@@ -256,6 +256,12 @@ class SdkEngine:
             found = self._client.containers.list(all=True, filters=filters)
         return sorted(str(c.name) for c in found)
 
+    def history(self, ref: str) -> list[str]:
+        """The image's history, newest first: each layer's `created_by` (what audits read)."""
+        with self._api(f"history of {ref}"):
+            entries = self._client.images.get(ref).history()
+        return [str(e.get("CreatedBy") or e.get("createdBy") or "") for e in entries]
+
     def image_tags(self, repository: str) -> list[str]:
         with self._api(f"list images of {repository}"):
             found = self._client.images.list(filters={"reference": repository})

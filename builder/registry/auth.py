@@ -14,6 +14,7 @@ import base64
 import binascii
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,3 +89,19 @@ def lookup(registry: str, env: Mapping[str, str] | None = None) -> Credentials |
                 ) from None
             return Credentials(registry, user, password, str(path))
     return None
+
+
+_URL_CREDENTIALS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@\s]+@")
+
+
+def refuse_credentials_in_buildargs(buildargs: Mapping[str, str]) -> None:
+    """Build arguments used by a RUN step are written into the image's history by every
+    engine without BuildKit secrets (the classic builder, buildah): one carrying credentials
+    (an index URL with user:password@) is refused, naming the argument but not its value."""
+    for key, value in sorted(buildargs.items()):
+        if _URL_CREDENTIALS.search(value):
+            raise CredentialsError(
+                f"--build-arg {key}: the URL carries credentials (user:password@host), which "
+                "would be stored in the image history; build from a wheelhouse "
+                "(`trainimg wheelhouse`, --wheelhouse) or use an index that needs none"
+            )

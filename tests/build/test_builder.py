@@ -273,7 +273,9 @@ def test_missing_bases(ws: Workspace, trainer: Path) -> None:
     with pytest.raises(TrainimgError, match="--pull"):
         plan_cells(ws, [remote], empty, opts)
     (plan,) = plan_cells(ws, [remote], empty, BuildOptions(trainer_dir=trainer, pull=True))
-    assert plan.pull and plan.base is None
+    # --pull: trainimg pulls the base while planning (credentials never reach the build)
+    assert empty.store.pulls == [remote.os.base_ref]
+    assert not plan.pull and plan.base is not None
     local_only = FakeStore()
     local_only.add(ws.cell(CPU_CELL).os.base_ref)
     (plan,) = plan_cells(
