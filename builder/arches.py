@@ -7,9 +7,13 @@ when it carries SASS the GPU can execute, or PTX the driver can JIT-compile for 
   (same major only: sm_100 does not run on 12.0); arch-specific SASS sm_XYa only on X.Y;
 - PTX compute_XY is JIT-compiled for any GPU of compute capability >= X.Y; compute_XYa only
   for X.Y and compute_XYf for the same major.
-A library runs natively when every module has SASS for the GPU; when some module has only PTX,
-it runs after a JIT compile at first use; when some module has neither, those kernels fail with
-"no kernel image is available for execution on the device".
+How many modules must carry code for the GPU depends on how the library picks its kernels
+(builder/rules/kernel_dispatch.py). A library with one uniform arch list (libtorch_cuda) runs
+natively when every module has SASS for the GPU; when some module has only PTX, it runs after a
+JIT compile at first use; when some module has neither, those kernels fail with "no kernel image
+is available for execution on the device". A library that ships per-architecture kernel sets and
+chooses among them at run time (cuBLAS, cuDNN, ...) runs when its dispatch set has code for the
+GPU: at least one module with SASS (natively) or PTX (by JIT) for it.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any
 
 from builder.errors import TrainimgError
 from builder.fatbin import arch_key
-from builder.rules import gpus
+from builder.rules import gpus, kernel_dispatch
 
 CC = tuple[int, int]
 
@@ -94,14 +98,21 @@ class Coverage:
     missing: int  # modules with neither
     sass: tuple[str, ...]  # the SASS targets that run on the GPU
     ptx: tuple[str, ...]  # the PTX targets the driver can JIT for it
+    rule: str = kernel_dispatch.UNIFORM
 
     @property
     def verdict(self) -> str:
+        if self.rule == kernel_dispatch.PER_ARCH:
+            if self.native:
+                return "yes"
+            return "jit" if self.jit else "no"
         if self.missing:
             return "no"
         return "jit" if self.jit else "yes"
 
     def explain(self) -> str:
+        if self.rule == kernel_dispatch.PER_ARCH:
+            return self._explain_per_arch()
         if self.verdict == "yes":
             return (
                 f"yes: all {self.modules} kernel modules carry SASS that runs on it "
@@ -117,9 +128,27 @@ class Coverage:
             "for it ('no kernel image is available for execution on the device')"
         )
 
+    def _explain_per_arch(self) -> str:
+        others = f"{self.missing} of {self.modules} modules hold kernels for other GPUs only"
+        why = "it picks its kernels per architecture at run time"
+        if self.native:
+            return (
+                f"yes: {self.native} of {self.modules} kernel modules carry SASS that runs on it "
+                f"({', '.join(self.sass)}); {others}, {why}"
+            )
+        if self.jit:
+            return (
+                f"only by JIT: no module carries SASS for it; {self.jit} of {self.modules} "
+                f"carry PTX ({', '.join(self.ptx)}) that the driver compiles at first use; {why}"
+            )
+        return f"no: none of its {self.modules} kernel modules carries SASS or PTX for it ({why})"
 
-def coverage(path: str, modules: Sequence[Sequence[str]], cc: CC) -> Coverage:
-    """Judge each module (the target names of one fatbin container) for compute capability cc."""
+
+def coverage(
+    path: str, modules: Sequence[Sequence[str]], cc: CC, rule: str = kernel_dispatch.UNIFORM
+) -> Coverage:
+    """Judge each module (the target names of one fatbin container) for compute capability cc,
+    and the library by `rule` (builder/rules/kernel_dispatch.py)."""
     native = jit = missing = 0
     sass: set[str] = set()
     ptx: set[str] = set()
@@ -146,12 +175,16 @@ def coverage(path: str, modules: Sequence[Sequence[str]], cc: CC) -> Coverage:
         missing,
         tuple(sorted(sass, key=arch_key)),
         tuple(sorted(ptx, key=arch_key)),
+        rule,
     )
 
 
 def library_coverage(library: Mapping[str, Any], cc: CC) -> Coverage:
-    """Coverage of one library as LibraryScan.to_dict() (or the in-image scan) describes it."""
-    return coverage(str(library["path"]), library["per_container"], cc)
+    """Coverage of one library as LibraryScan.to_dict() (or the in-image scan) describes it,
+    judged by the dispatch rule its file name has in builder/rules/kernel_dispatch.py."""
+    path = str(library["path"])
+    rule = kernel_dispatch.rule_for(path).kind
+    return coverage(path, library["per_container"], cc, rule)
 
 
 def overall(covs: list[Coverage]) -> str:

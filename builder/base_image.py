@@ -39,8 +39,10 @@ class Importer(Protocol):
     def import_image(self, tarball: Path, ref: str, changes: tuple[str, ...] = ()) -> str: ...
 
 
-# What a Debian cell's Containerfile expects of its base: python3.X and its venv module.
-INCLUDE = ("python3", "python3-venv")
+# What a Debian cell's Containerfile expects of its base, since an air-gapped build cannot run
+# apt: python3.X with its venv module and headers, and the compiler torch.compile (Inductor's C++,
+# Triton's launcher) and extensions need - g++ (with gcc), make, ninja.
+INCLUDE = ("python3", "python3-venv", "python3-dev", "g++", "make", "ninja-build")
 TRIM = (
     "var/lib/apt/lists",
     "var/cache/apt",

@@ -54,7 +54,7 @@ class BuildsFailed(TrainimgError):
 class BuildOptions:
     repository: str | None = None  # default: project.repository
     wheelhouse: Path | None = None
-    network: str | None = None  # default: "none" with a wheelhouse, else the engine's
+    network: str | None = None  # default: "none" (every wheel comes from the wheelhouse)
     pull: bool = False
     buildargs: Mapping[str, str] = field(default_factory=dict)
     nocache: bool = False
@@ -77,7 +77,7 @@ class Plan:
     hash_tag: str
     base_ref: str
     base: ImageInfo | None
-    wheelhouse: Selection | None
+    wheelhouse: Selection
 
     @property
     def content_hash(self) -> str:
@@ -158,16 +158,17 @@ def plan_cells(
     texts = _check_drift(ws, cells)
     buildargs = dict(opts.buildargs)
     refuse_credentials_in_buildargs(buildargs)
-    network = opts.network
-    if opts.wheelhouse is not None:
-        if buildargs.get("PIP_NO_INDEX", "1") != "1":
-            raise TrainimgError("--wheelhouse installs from the wheelhouse only: drop PIP_NO_INDEX")
-        buildargs["PIP_NO_INDEX"] = "1"
-        network = network or "none"
+    network = opts.network or "none"  # wheels come from the wheelhouse; nothing is downloaded
     plans = []
     for cell in cells:
         base, pull = _base(engine, cell, opts.pull)
-        selection = select(opts.wheelhouse, cell, project) if opts.wheelhouse is not None else None
+        if opts.wheelhouse is None:
+            raise TrainimgError(
+                f"cell {cell.name}: builds install Python packages only from a hash-locked "
+                f"wheelhouse: fill one with `trainimg wheelhouse {cell.name} --dest DIR` and "
+                "pass --wheelhouse DIR (or set TRAINIMG_WHEELHOUSE)"
+            )
+        selection = select(opts.wheelhouse, cell, project)
         hashed_labels = {TRAINER_VERSION_LABEL: version}
         ctx = assemble(
             texts[cell.name],

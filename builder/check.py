@@ -309,7 +309,9 @@ def _cuda_repo(cell: Cell, today: dt.date) -> Iterator[Finding]:
     if cell.cuda is None:
         return
     fam = cell.os.family
-    if fam not in cell.cuda.repos:
+    if cell.os.local:  # air-gapped: the CUDA user-space is PyPI's nvidia-* wheels torch needs
+        yield from _cuda_from_pypi(cell)
+    elif fam not in cell.cuda.repos:
         yield Finding(
             "cuda.repo",
             ERROR,
@@ -324,6 +326,44 @@ def _cuda_repo(cell: Cell, today: dt.date) -> Iterator[Finding]:
             ERROR,
             f"cuda.{cell.cuda.version}.{fam} lists no devel packages for a devel cell",
             (MATRIX_SOURCE,),
+            "flavour",
+        )
+
+
+def _cuda_from_pypi(cell: Cell) -> Iterator[Finding]:
+    """A cell on a locally made base installs only PyPI's wheels: its torch must be a version
+    whose plain PyPI wheel is the cell's CUDA build, which brings the CUDA libraries as wheels."""
+    assert cell.cuda is not None
+    want = cell.torch.local
+    have = torch_builds.pypi_cuda_build(cell.torch)
+    src = (torch_builds.PYPI_CUDA_BUILD_SOURCE,)
+    if have == want:
+        yield Finding(
+            "cuda.repo",
+            OK,
+            f"torch {cell.torch.public} on PyPI is the {want} build: the CUDA user-space comes "
+            "as its nvidia-* wheels, from the wheelhouse (no OS package repository)",
+            src,
+            "torch",
+        )
+        return
+    good = [m for m, b in torch_builds.PYPI_CUDA_BUILD.items() if b == want]
+    yield Finding(
+        "cuda.repo",
+        ERROR,
+        f"torch {cell.torch.public} on PyPI is {f'the {have} build' if have else 'no known build'}"
+        f", not {want}; a cell on the locally made base {cell.os.base} installs PyPI's wheels "
+        f"only: pick a torch whose PyPI wheel is {want} ({', '.join(good) or 'none known'})",
+        src,
+        "torch",
+    )
+    if cell.flavour == "devel":
+        yield Finding(
+            "cuda.repo",
+            ERROR,
+            f"a {want} devel cell on {cell.os.base} has no nvcc or CUDA headers (PyPI's wheels "
+            "carry run-time libraries): use an EL9 devel cell",
+            src,
             "flavour",
         )
 

@@ -30,6 +30,7 @@ from builder.errors import TrainimgError
 from builder.wheelhouse import Selection
 
 CONTAINERFILE = "Containerfile"
+REQUIREMENTS = "requirements.txt"
 HASH_LEN = 16
 IGNORED_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
 IGNORED_SUFFIXES = (".pyc", ".pyo")
@@ -102,9 +103,21 @@ def trainer_entries(trainer_dir: Path) -> list[Entry]:
 
 
 def wheel_entries(selection: Selection | None) -> list[Entry]:
+    """wheelhouse/<group>/ per install group: its wheels and the requirements.txt derived from
+    the lock. The Containerfile COPYs each group before installing it, so any changed hash
+    changes that COPY and every layer after it."""
     out = [Entry("wheelhouse", 0o755)]
-    if selection is not None:
-        out += [Entry(f"wheelhouse/{p.name}", 0o644, sha, source=p) for p, sha in selection.files]
+    if selection is None:
+        return out
+    for group in selection.groups:
+        out.append(Entry(f"wheelhouse/{group}", 0o755))
+        data = selection.requirements_txt(group).encode("utf-8")
+        sha = hashlib.sha256(data).hexdigest()
+        out.append(Entry(f"wheelhouse/{group}/{REQUIREMENTS}", 0o644, sha, data=data))
+        out += [
+            Entry(f"wheelhouse/{group}/{w.path.name}", 0o644, w.sha256, source=w.path)
+            for w in selection.in_group(group)
+        ]
     return out
 
 

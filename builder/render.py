@@ -17,7 +17,7 @@ from typing import Any
 
 import jinja2
 
-from builder import __version__
+from builder import __version__, wheel_groups
 from builder.errors import RenderError
 from builder.labels import (
     PREFIX,
@@ -79,7 +79,7 @@ def environment(root: Path) -> jinja2.Environment:
 def context(cell: Cell, project: Project) -> dict[str, Any]:
     """Everything a template may use, derived from the cell and the rules."""
     ao = torchao_version(cell)
-    requirements = [f"torch=={cell.torch}"]
+    requirements = [f"torch=={torch_builds.pip_pin(cell.torch)}"]
     if ao:
         requirements.append(f"torchao=={ao}")
     requirements += sorted(f"{p.name}=={p.version}" for p in cell.python_packages)
@@ -104,10 +104,12 @@ def context(cell: Cell, project: Project) -> dict[str, Any]:
         "cuda_version": str(cell.cuda.version) if cell.cuda else "",
         "cuda_minor": cuda_rules.minor(cell.cuda.version) if cell.cuda else "",
         "devel_pins": devel,
+        "gcc_pins": cell.os.gcc.get(cell.gcc, ()),
         "python_bin": f"python{cell.python}",
         "venv": VENV,
-        "pip_index": torch_builds.CU128_INDEX if cell.cuda else torch_builds.CPU_INDEX,
         "pip_requirements": requirements,
+        "wheel_groups": wheel_groups.groups(cell),
+        "trim": wheel_groups.trim(cell),
         "uid": USER_ID,
         "env": env(cell),
         "labels": labels_,

@@ -1,11 +1,13 @@
-"""The wheelhouse: the wheels an air-gapped build installs, chosen per cell and hash-checked.
+"""The wheelhouse: the wheels an air-gapped build installs, resolved per cell and hash-locked.
 
 A wheelhouse is a directory of wheels plus `wheelhouse.lock`, a sha256sum-format list
 (`<sha256>  <file>`; `sha256sum -c wheelhouse.lock` checks it by hand). For each cell the builder
-picks exactly the files its pins need (torch, torchao, python_packages) for its Python and
-glibc, checks each against the lock, and only those go into the build context. A wheelhouse
-without a lock is used unchecked, and said so. `fill` makes one from local directories
-(/opt/wheels) and `pip download`, and writes the lock.
+resolves the full dependency closure of its pins (torch, torchao, python_packages) from the
+wheels' own metadata for its Python and glibc (builder/closure.py), refuses the cell naming every
+wheel the closure lacks, checks each chosen file against the lock, and derives per-group
+requirements files with `--hash` lines from it (builder/wheel_groups.py). Only those files go
+into the build context. `fill` makes a wheelhouse from local directories (/opt/wheels) and
+`pip download` (with dependencies, for the cell's platform), and writes the lock.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.requirements import Requirement as PackagingRequirement
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import (
     InvalidWheelFilename,
@@ -30,6 +33,8 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
+from builder import closure, wheel_groups
+from builder.closure import Wheel
 from builder.errors import TrainimgError
 from builder.matrix.model import Cell, Project
 from builder.render import atomic_write
@@ -54,14 +59,6 @@ class Requirement:
 
     def __str__(self) -> str:
         return f"{self.name}=={self.version}"
-
-
-@dataclass(frozen=True)
-class Wheel:
-    path: Path
-    name: NormalizedName
-    version: Version
-    tags: frozenset[Tag]
 
 
 def requirements(cell: Cell, project: Project) -> tuple[Requirement, ...]:
@@ -104,15 +101,11 @@ def scan(directory: Path) -> list[Wheel]:
     return out
 
 
-def _matches(wheel: Wheel, req: Requirement, tags: frozenset[Tag]) -> bool:
-    return wheel.name == req.name and wheel.version == req.version and bool(wheel.tags & tags)
-
-
-def missing(
-    wheels: Iterable[Wheel], reqs: Sequence[Requirement], tags: frozenset[Tag]
-) -> list[Requirement]:
-    have = list(wheels)
-    return [r for r in reqs if not any(_matches(w, r, tags) for w in have)]
+def resolve(directory: Path, cell: Cell, project: Project) -> closure.Resolution:
+    """The cell's closure within the wheels of `directory` (offline, from their metadata)."""
+    roots = [str(r) for r in requirements(cell, project)]
+    env = closure.marker_environment(cell.python, ARCH)
+    return closure.resolve(roots, scan(directory), supported_tags(cell), env)
 
 
 def sha256_file(path: Path) -> str:
@@ -150,48 +143,90 @@ def write_lock(directory: Path, hashes: dict[str, str]) -> Path:
 
 
 @dataclass(frozen=True)
+class Locked:
+    """One wheel of a cell's closure, with its sha256 from the lock and its install group."""
+
+    path: Path
+    name: NormalizedName
+    version: Version
+    sha256: str
+    group: str
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.name}=={self.version} --hash=sha256:{self.sha256}"
+
+
+@dataclass(frozen=True)
 class Selection:
-    """The wheelhouse files one cell needs, with their sha256 (checked against the lock)."""
+    """The wheelhouse files one cell needs: its whole closure, each checked against the lock."""
 
     directory: Path
-    files: tuple[tuple[Path, str], ...]  # (path, sha256)
-    checked: bool  # False when the wheelhouse has no lock: the hashes were not compared
+    wheels: tuple[Locked, ...]
+    groups: tuple[str, ...]
+
+    @property
+    def files(self) -> tuple[tuple[Path, str], ...]:
+        return tuple((w.path, w.sha256) for w in self.wheels)
+
+    def in_group(self, group: str) -> tuple[Locked, ...]:
+        return tuple(w for w in self.wheels if w.group == group)
+
+    def requirements_txt(self, group: str) -> str:
+        """The group's requirements file, derived from the lock: one exact pin with its hash a
+        line, so pip refuses any other bytes (--require-hashes)."""
+        lines = [f"# {group} wheels, derived from {LOCK_NAME} by trainimg"]
+        lines += sorted(w.requirement for w in self.in_group(group))
+        return "\n".join(lines) + "\n"
+
+
+def _where(cell: Cell) -> str:
+    return f"cp{cell.python.replace('.', '')}, glibc {cell.os.distro.glibc}, {ARCH}"
 
 
 def select(directory: Path, cell: Cell, project: Project) -> Selection:
-    """The files `cell` needs from `directory`; WheelhouseError naming every missing pin or
-    every file whose hash disagrees with wheelhouse.lock."""
+    """The closure `cell` needs from `directory`; WheelhouseError naming every missing wheel,
+    every conflict, and every file whose hash disagrees with wheelhouse.lock."""
     if not directory.is_dir():
         raise WheelhouseError(
-            f"wheelhouse {directory} is not a directory: fill it with `trainimg wheelhouse`"
-        )
-    reqs = requirements(cell, project)
-    tags = supported_tags(cell)
-    wheels = scan(directory)
-    lost = missing(wheels, reqs, tags)
-    if lost:
-        raise WheelhouseError(
-            f"wheelhouse {directory} lacks {len(lost)} wheel(s) that cell {cell.name} needs "
-            f"(cp{cell.python.replace('.', '')}, glibc {cell.os.distro.glibc}, {ARCH}): "
-            f"{', '.join(map(str, lost))}; fill it with "
+            f"cell {cell.name}: wheelhouse {directory} is not a directory: fill it with "
             f"`trainimg wheelhouse {cell.name} --dest {directory}`"
         )
-    chosen = [w for w in wheels if any(_matches(w, r, tags) for r in reqs)]
+    res = resolve(directory, cell, project)
+    if res.missing:
+        raise WheelhouseError(
+            f"cell {cell.name}: wheelhouse {directory} lacks {len(res.missing)} wheel(s) of the "
+            f"cell's dependency closure ({_where(cell)}): {'; '.join(map(str, res.missing))}; "
+            f"fill it with `trainimg wheelhouse {cell.name} --dest {directory}`"
+        )
+    if res.conflicts:
+        raise WheelhouseError(
+            f"cell {cell.name}: the pins in matrix.yaml contradict the wheels' own requirements "
+            f"in {directory}: {'; '.join(res.conflicts)}"
+        )
     lock = read_lock(directory)
-    files = []
+    if lock is None:
+        raise WheelhouseError(
+            f"cell {cell.name}: wheelhouse {directory} has no {LOCK_NAME}: builds install only "
+            f"hash-locked wheels; write it with "
+            f"`trainimg wheelhouse {cell.name} --dest {directory}`"
+        )
+    out = []
     bad = []
-    for w in chosen:
+    for w in res.chosen:
         sha = sha256_file(w.path)
-        if lock is not None:
-            if w.path.name not in lock:
-                bad.append(f"{w.path.name} is not listed in {LOCK_NAME}")
-            elif lock[w.path.name] != sha:
-                want = lock[w.path.name]
-                bad.append(f"{w.path.name}: sha256 {sha[:16]}… but {LOCK_NAME} says {want[:16]}…")
-        files.append((w.path, sha))
+        want = lock.get(w.path.name)
+        if want is None:
+            bad.append(f"{w.path.name} is not listed in {LOCK_NAME}")
+        elif want != sha:
+            bad.append(f"{w.path.name}: sha256 {sha[:16]}… but {LOCK_NAME} says {want[:16]}…")
+        out.append(Locked(w.path, w.name, w.version, sha, wheel_groups.group_of(w.name, cell)))
     if bad:
-        raise WheelhouseError(f"wheelhouse {directory} fails its hash check: " + "; ".join(bad))
-    return Selection(directory, tuple(files), lock is not None)
+        raise WheelhouseError(
+            f"cell {cell.name}: wheelhouse {directory / LOCK_NAME} fails its hash check: "
+            + "; ".join(bad)
+        )
+    return Selection(directory, tuple(out), wheel_groups.groups(cell))
 
 
 # --- filling a wheelhouse --------------------------------------------------------------------
@@ -214,13 +249,13 @@ class FillReport:
 def pip_download_argv(
     cell: Cell, reqs: Sequence[Requirement], dest: Path, find_links: Sequence[Path], index_url: str
 ) -> list[str]:
+    """pip download of `reqs` and all their dependencies, as pip inside the cell resolves them."""
     argv = [
         sys.executable,
         "-m",
         "pip",
         "download",
         "--disable-pip-version-check",
-        "--no-deps",
         "--only-binary=:all:",
         "--python-version",
         cell.python,
@@ -231,8 +266,10 @@ def pip_download_argv(
         "--index-url",
         index_url,
     ]
-    if any(r.name == "torch" for r in reqs):
-        index = torch_builds.CU128_INDEX if cell.cuda else torch_builds.CPU_INDEX
+    torch = next((r for r in reqs if r.name == "torch"), None)
+    local = torch.version.local if torch is not None else None
+    if local:  # a build only PyTorch's own index has (+cpu, +cu128)
+        index = torch_builds.CPU_INDEX if local == "cpu" else torch_builds.CU128_INDEX
         argv += ["--extra-index-url", index]
     for plat in platforms(cell):
         argv += ["--platform", plat]
@@ -240,6 +277,25 @@ def pip_download_argv(
     for link in find_links:
         argv += ["--find-links", str(link)]
     return argv + [str(r) for r in reqs]
+
+
+def _copy_missing(
+    dest: Path, missing: Sequence[closure.Missing], tags: frozenset[Tag], links: Sequence[Path]
+) -> list[str]:
+    """Copy into `dest` every wheel of `links` that could satisfy a missing requirement."""
+    wanted = {m.name: PackagingRequirement(m.requirement).specifier for m in missing}
+    copied = []
+    for link in links:
+        if not link.is_dir():
+            continue
+        for w in scan(link):
+            spec = wanted.get(w.name)
+            if spec is None or not spec.contains(w.version, prereleases=True):
+                continue
+            if w.tags & tags and not (dest / w.path.name).exists():
+                _copy(w.path, dest / w.path.name)
+                copied.append(w.path.name)
+    return copied
 
 
 def fill(
@@ -253,47 +309,46 @@ def fill(
     run: Runner = _run,
     log: Callable[[str], None] = lambda _m: None,
 ) -> FillReport:
-    """Make `dest` hold every wheel `cells` need: copy from `find_links` directories first,
-    `pip download` the rest (unless offline), then (re)write wheelhouse.lock. Existing files
-    that disagree with an existing lock are an error, never silently replaced."""
+    """Make `dest` hold every cell's whole closure: copy from `find_links` directories first,
+    `pip download` (with dependencies) the rest unless offline, then (re)write wheelhouse.lock.
+    Existing files that disagree with an existing lock are an error, never silently replaced."""
     dest.mkdir(parents=True, exist_ok=True)
     old_lock = read_lock(dest) or {}
     copied: list[str] = []
     downloaded: list[str] = []
     present: list[str] = []
     for cell in cells:
-        reqs = requirements(cell, project)
         tags = supported_tags(cell)
-        have = scan(dest)
-        present += [str(r) for r in reqs if r not in missing(have, [r], tags)]
-        todo = missing(have, reqs, tags)
-        for link in find_links:
-            if not todo or not link.is_dir():
-                continue
-            for w in scan(link):
-                if any(_matches(w, r, tags) for r in todo) and not (dest / w.path.name).exists():
-                    log(f"copy {w.path.name} from {link}")
-                    _copy(w.path, dest / w.path.name)
-                    copied.append(w.path.name)
-            todo = missing(scan(dest), reqs, tags)
-        if todo and offline:
+        res = resolve(dest, cell, project)
+        if not res.missing:
+            present += [w.path.name for w in res.chosen]
+            continue
+        while res.missing:  # local wheels first; each copy may reveal further dependencies
+            more = _copy_missing(dest, res.missing, tags, find_links)
+            if not more:
+                break
+            log(f"copied {', '.join(more)}")
+            copied += more
+            res = resolve(dest, cell, project)
+        if res.missing and offline:
             raise WheelhouseError(
-                f"cell {cell.name}: no wheel for {', '.join(map(str, todo))} in {dest} or "
+                f"cell {cell.name}: no wheel for {'; '.join(map(str, res.missing))} in {dest} or "
                 f"{', '.join(map(str, find_links)) or 'any --find-links directory'} (offline)"
             )
-        if todo:
+        if res.missing:
+            reqs = requirements(cell, project)
             before = {p.name for p in dest.glob("*.whl")}
-            log(f"pip download {' '.join(map(str, todo))}")
-            proc = run(pip_download_argv(cell, todo, dest, find_links, index_url))
+            log(f"pip download {' '.join(map(str, reqs))} and their dependencies")
+            proc = run(pip_download_argv(cell, reqs, dest, find_links, index_url))
             if proc.returncode != 0:
                 tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-12:])
                 raise WheelhouseError(f"pip download for cell {cell.name} failed:\n{tail}")
             downloaded += sorted({p.name for p in dest.glob("*.whl")} - before)
-            still = missing(scan(dest), reqs, tags)
-            if still:
+            res = resolve(dest, cell, project)
+            if res.missing:
                 raise WheelhouseError(
-                    f"cell {cell.name}: pip download finished but no compatible wheel arrived "
-                    f"for {', '.join(map(str, still))}"
+                    f"cell {cell.name}: pip download finished but the closure still lacks "
+                    f"{'; '.join(map(str, res.missing))}"
                 )
     hashes = {}
     for path in sorted(dest.glob("*.whl")):
@@ -309,11 +364,17 @@ def fill(
 
 
 def _copy(src: Path, dst: Path) -> None:
-    """Copy through a temporary name, so an interrupted copy never looks like a wheel."""
+    """Hard-link (same file system: no second copy of GBs of wheels) or copy, through a
+    temporary name, so an interrupted copy never looks like a wheel. The lock still pins the
+    bytes: a later change to either name fails the hash check."""
     fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", dir=dst.parent)
     os.close(fd)
     try:
-        shutil.copyfile(src, tmp)
+        Path(tmp).unlink()
+        try:
+            os.link(src, tmp)
+        except OSError:
+            shutil.copyfile(src, tmp)
         os.replace(tmp, dst)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

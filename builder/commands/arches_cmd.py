@@ -1,9 +1,11 @@
 """`trainimg arches PATH|IMAGE|CELL [--gpu GPU]`: the SASS and PTX targets of every CUDA library.
 
-Answers "will this run on B200 / RTX 5090?" before a job starts: a library runs natively on a
-GPU when every one of its kernel modules carries SASS for the GPU's major version (builder.rules
-.gpus: sm_XY runs on X.Z with Z >= Y), by JIT when some module has only PTX for it, and not at
-all when some module has neither. A path is scanned here; an image is scanned from inside a
+Answers "will this run on B200 / RTX 5090?" before a job starts. A library built with one arch
+list (libtorch_cuda) runs natively on a GPU when every one of its kernel modules carries SASS for
+it (builder.rules.gpus: sm_XY runs on X.Z with Z >= Y), by JIT when some module has only PTX for
+it, and not at all when some module has neither; a library that picks per-architecture kernels
+at run time (cuBLAS, cuDNN, ...) needs code for it in at least one module
+(builder/rules/kernel_dispatch.py). A path is scanned here; an image is scanned from inside a
 short container by its own Python (builder/verify/scan.py says why).
 """
 
@@ -19,6 +21,7 @@ from builder.commands.common import add_engine_options, shared_options
 from builder.engines import discover
 from builder.errors import TrainimgError
 from builder.fatbin import scan_paths
+from builder.rules import kernel_dispatch
 from builder.verify.scan import IMAGE_ROOTS, scan_image
 from builder.verify.target import resolve_image
 
@@ -88,6 +91,7 @@ def judge(scan: dict[str, Any], gpu_args: list[str]) -> list[dict[str, Any]]:
                     {
                         "path": c.path,
                         "verdict": c.verdict,
+                        "rule": c.rule,
                         "modules": c.modules,
                         "native": c.native,
                         "jit": c.jit,
@@ -103,10 +107,14 @@ def judge(scan: dict[str, Any], gpu_args: list[str]) -> list[dict[str, Any]]:
     return out
 
 
+_RULE = {
+    kernel_dispatch.UNIFORM: "one arch list: every module must cover the GPU",
+    kernel_dispatch.PER_ARCH: "per-architecture kernel sets chosen at run time",
+}
 _VERDICT = {
-    "yes": "runs natively: every kernel module has SASS for it",
-    "jit": "runs, but some kernel modules only after a PTX JIT compile at first use",
-    "no": "does NOT run: some kernel modules have no code for it "
+    "yes": "runs natively: every library has SASS for it where its kernel choice needs it",
+    "jit": "runs, but some kernels only after a PTX JIT compile at first use",
+    "no": "does NOT run: some library has no code for it where its kernel choice needs it "
     "('no kernel image is available for execution on the device')",
     "no-device-code": "no CUDA device code found at all (a CPU build?)",
 }
@@ -140,6 +148,8 @@ def _text(
         lines.append(f"  PTX                  : {' '.join(ptx) or 'none'}")
         if lib["ltoir"]:
             lines.append(f"  LTO IR               : {' '.join(lib['ltoir'])}")
+        rule = kernel_dispatch.rule_for(lib["path"])
+        lines.append(f"  kernel choice        : {_RULE[rule.kind]} ({rule.source})")
         for g in gpus:
             for c in g["libraries"]:
                 if c["path"] == lib["path"]:

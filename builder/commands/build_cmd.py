@@ -38,7 +38,7 @@ _REPOSITORY = re.compile(
     r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]{1,5})?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$"
 )
 _NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_STEP = re.compile(r"^STEP \d+/\d+: ")
+_STEP = re.compile(r"^(?:\[\d+/\d+\] )?STEP \d+/\d+: ")  # "[2/3] STEP ..." in multi-stage builds
 
 
 def register(sub: Any) -> None:
@@ -62,15 +62,15 @@ def register(sub: Any) -> None:
         "--wheelhouse",
         type=Path,
         metavar="DIR",
-        default=_env_path("TRAINIMG_WHEELHOUSE"),
-        help="air-gapped: install wheels only from DIR (--no-index, --network none, hash-checked "
-        "against DIR/wheelhouse.lock); default: $TRAINIMG_WHEELHOUSE",
+        default=_env_path("TRAINIMG_WHEELHOUSE") or Path(".cache/wheelhouse"),
+        help="install wheels only from DIR (--no-index --require-hashes, --network none): each "
+        "cell's whole dependency closure, hash-checked against DIR/wheelhouse.lock; default: "
+        "$TRAINIMG_WHEELHOUSE or .cache/wheelhouse (`trainimg wheelhouse` fills it)",
     )
     p.add_argument(
         "--network",
         metavar="NET",
-        help="network for RUN steps (none, host, bridge, a network name); "
-        "default: none with --wheelhouse, else the engine's",
+        help="network for RUN steps (none, host, bridge, a network name); default: none",
     )
     p.add_argument(
         "--pull",
@@ -231,12 +231,6 @@ def run(args: argparse.Namespace) -> int:
             plans = plan_cells(ws, cells, engine, opts)
         finally:
             engine.close()
-        for plan in plans:
-            if plan.wheelhouse is not None and not plan.wheelhouse.checked:
-                console.print(
-                    f"[yellow]warning:[/] {plan.wheelhouse.directory} has no wheelhouse.lock: "
-                    "wheels are not hash-checked (`trainimg wheelhouse` writes one)"
-                )
         builder = Builder(endpoint.connect, opts, lock_path, work_dir, ui)
         try:
             outcomes = builder.run(plans)

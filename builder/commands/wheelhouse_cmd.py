@@ -21,10 +21,12 @@ def register(sub: Any) -> None:
         parents=[shared_options()],
         help="fill a wheelhouse (local wheels + pip download) for air-gapped builds",
         description=(
-            "Put every wheel the CELLs pin (default: project.default_cell; --all: every cell) "
-            "into DEST: copied from --find-links directories first (default: /opt/wheels when "
-            f"it exists), the rest with `pip download`; then write DEST/{LOCK_NAME} (sha256 of "
-            "each wheel), which `trainimg build --wheelhouse DEST` checks. --check only checks."
+            "Put the whole dependency closure of the CELLs' pins (default: project.default_cell; "
+            "--all: every cell), for each cell's Python and platform, into DEST: copied from "
+            "--find-links directories first (default: /opt/wheels when it exists), the rest with "
+            f"`pip download`; then write DEST/{LOCK_NAME} (sha256 of each wheel), from which "
+            "`trainimg build --wheelhouse DEST` derives hash-pinned requirements. --check only "
+            "checks."
         ),
     )
     p.add_argument("cells", nargs="*", metavar="CELL")
@@ -48,7 +50,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--check",
         action="store_true",
-        help=f"change nothing: exit 1 unless DEST holds every needed wheel, matching {LOCK_NAME}",
+        help=f"change nothing: exit 1 unless DEST holds every cell's closure, matching {LOCK_NAME}",
     )
     p.set_defaults(func=run)
 
@@ -68,8 +70,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{cell.name}: {exc}", file=sys.stderr)
                 bad += 1
                 continue
-            state = "hash-checked" if sel.checked else f"NOT hash-checked (no {LOCK_NAME})"
-            print(f"{cell.name}: {len(sel.files)} wheels present, {state}")
+            groups = ", ".join(f"{g} {len(sel.in_group(g))}" for g in sel.groups)
+            print(f"{cell.name}: closure of {len(sel.wheels)} wheels ({groups}), hash-checked")
         return 1 if bad else 0
     links = (
         args.find_links

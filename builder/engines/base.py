@@ -180,9 +180,9 @@ class Engine(Protocol):
 # --- shared helpers ------------------------------------------------------------------------
 
 _HEX64 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
-# buildah says "STEP 3/9: RUN ..." and "--> Using cache <id>"; Docker's classic builder says
-# "Step 3/9 : RUN ..." and " ---> Using cache".
-_STEP = re.compile(r"^(?:STEP|Step) \d+/\d+ ?: ")
+# buildah says "STEP 3/9: RUN ..." ("[2/3] STEP ..." in multi-stage builds) and "--> Using cache
+# <id>"; Docker's classic builder says "Step 3/9 : RUN ..." and " ---> Using cache".
+_STEP = re.compile(r"^(?:\[\d+/\d+\] )?(?:STEP|Step) \d+/\d+ ?: ")
 _CACHE = re.compile(r"^(?:-->| --->) Using cache")
 
 

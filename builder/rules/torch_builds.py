@@ -33,6 +33,23 @@ CU128_SOURCE = Source(
     "https://download.pytorch.org/whl/cu128; https://github.com/pytorch/pytorch/issues/178665"
 )
 CU128_INDEX = "https://download.pytorch.org/whl/cu128"
+
+# The CUDA build that PyPI's plain `torch==X.Y.Z` manylinux x86_64 wheel is, per torch minor: the
+# CUDA user-space it depends on (Requires-Dist nvidia-cuda-runtime-cu12==12.8.90 -> cu128;
+# cuda-toolkit[...]==13.0.2 -> cu130). Read from the wheels' METADATA (PEP 658 .metadata files of
+# torch-X.Y.Z-cp311-cp311-manylinux_2_28_x86_64.whl) on 2026-12-01. A cell built from PyPI alone
+# (an air-gapped Debian cell) can be cu128 only where this says cu128.
+PYPI_CUDA_BUILD: dict[str, str] = {
+    "2.7": "cu126",
+    "2.8": "cu128",
+    "2.9": "cu128",
+    "2.10": "cu128",
+    "2.11": "cu130",
+}
+PYPI_CUDA_BUILD_SOURCE = Source(
+    "https://pypi.org/simple/torch/ (METADATA of torch-2.7.1/2.8.0/2.9.1/2.10.0/2.11.0 "
+    "cp311 manylinux_2_28_x86_64 wheels)"
+)
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 # CPython tags of the manylinux x86_64 wheels on PyPI, per torch minor.
@@ -79,6 +96,20 @@ def arch_list(torch: Version, accelerator: str) -> tuple[str, ...] | None:
     if accelerator == "cpu":
         return ()
     return CU128_ARCH_LIST.get(torch_minor(torch))
+
+
+def pypi_cuda_build(torch: Version) -> str | None:
+    """The CUDA build tag of PyPI's plain torch wheel ("cu128"), None when no fact covers it."""
+    return PYPI_CUDA_BUILD.get(torch_minor(torch))
+
+
+def pip_pin(torch: Version) -> str:
+    """The version to pin: the plain PyPI version when PyPI's wheel is that very build (so a
+    PyPI-only wheelhouse can hold it), else the local-tagged build of PyTorch's own index."""
+    local = torch.local or ""
+    if local.startswith("cu") and pypi_cuda_build(torch) == local:
+        return torch.public
+    return str(torch)
 
 
 def has_cu128(torch: Version) -> bool:

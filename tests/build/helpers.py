@@ -12,7 +12,8 @@ from builder.engines.local_podman import LocalPodman
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_CELL = "debian12-cpu-py3.11-torch2.13.0-runtime"
-_STEP = re.compile(r"^(?:STEP|Step) \d+/\d+ ?: (.*)$")  # buildah | Docker's classic builder
+# buildah ("[2/3] STEP 3/9: ..." in multi-stage builds) | Docker's classic builder ("Step 3/9 : ")
+_STEP = re.compile(r"^(?:\[\d+/\d+\] )?(?:STEP|Step) \d+/\d+ ?: (.*)$")
 _CACHED = re.compile(r"^(?:-->| --->) Using cache")
 
 

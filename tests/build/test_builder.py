@@ -13,11 +13,10 @@ from builder.build import Builder, BuildOptions, Outcome, Plan, plan_cells
 from builder.engines.base import BuildFailed, EngineError
 from builder.errors import TrainimgError
 from builder.matrix.model import Cell
-from builder.wheelhouse import sha256_file, write_lock
 from builder.workspace import Workspace, open_workspace
 from tests.build.fakes import FakeEngine, FakeStore
 from tests.build.helpers import CPU_CELL, REPO, MakeProject, RecordingUi
-from tests.build.test_wheelhouse import fake_wheels
+from tests.build.test_wheelhouse import fake_closures, fake_wheel_bytes, fake_wheels, locked
 from tests.conftest import write_standin_trainer
 
 REPOSITORY = "localhost/t"
@@ -47,6 +46,9 @@ class Run:
         self.lock = tmp_path / "images" / "lock.json"
         self.work = tmp_path / "work"
         self.ui = RecordingUi()
+        self.wheelhouse = locked(
+            fake_closures(tmp_path / "wheelhouse", ws.cells, ws.matrix.project)
+        )
 
     def opts(self, **kw: object) -> BuildOptions:
         args: dict[str, object] = {
@@ -54,6 +56,7 @@ class Run:
             "trainer_dir": self.trainer,
             "lock_path": self.lock,
             "work_dir": self.work,
+            "wheelhouse": self.wheelhouse,
         }
         args.update(kw)
         return BuildOptions(**args)  # type: ignore[arg-type]
@@ -263,7 +266,8 @@ def test_drift_is_refused(make_project: MakeProject, store: FakeStore, trainer: 
         plan_cells(ws, [ws.cell(CPU_CELL)], FakeEngine(store), opts)
 
 
-def test_missing_bases(ws: Workspace, trainer: Path) -> None:
+def test_missing_bases(ws: Workspace, trainer: Path, tmp_path: Path) -> None:
+    wh = locked(fake_closures(tmp_path / "wh", ws.cells, ws.matrix.project))
     empty = FakeEngine(FakeStore())
     opts = BuildOptions(trainer_dir=trainer)
     with pytest.raises(TrainimgError, match=r"trainimg-base:bookworm.*`trainimg base`") as err:
@@ -272,7 +276,9 @@ def test_missing_bases(ws: Workspace, trainer: Path) -> None:
     remote = next(c for c in ws.cells if not c.os.local)
     with pytest.raises(TrainimgError, match="--pull"):
         plan_cells(ws, [remote], empty, opts)
-    (plan,) = plan_cells(ws, [remote], empty, BuildOptions(trainer_dir=trainer, pull=True))
+    (plan,) = plan_cells(
+        ws, [remote], empty, BuildOptions(trainer_dir=trainer, pull=True, wheelhouse=wh)
+    )
     # --pull: trainimg pulls the base while planning (credentials never reach the build)
     assert empty.store.pulls == [remote.os.base_ref]
     assert not plan.pull and plan.base is not None
@@ -282,7 +288,7 @@ def test_missing_bases(ws: Workspace, trainer: Path) -> None:
         ws,
         [ws.cell(CPU_CELL)],
         FakeEngine(local_only),
-        BuildOptions(trainer_dir=trainer, pull=True),
+        BuildOptions(trainer_dir=trainer, pull=True, wheelhouse=wh),
     )
     assert not plan.pull  # a locally made base is never pulled
 
@@ -290,18 +296,27 @@ def test_missing_bases(ws: Workspace, trainer: Path) -> None:
 def test_wheelhouse_means_offline(
     ws: Workspace, store: FakeStore, trainer: Path, tmp_path: Path
 ) -> None:
-    wh = fake_wheels(tmp_path / "wh")
-    write_lock(wh, {p.name: sha256_file(p) for p in wh.glob("*.whl")})
+    wh = locked(fake_wheels(tmp_path / "wh"))
     opts = BuildOptions(trainer_dir=trainer, wheelhouse=wh)
     (plan,) = plan_cells(ws, [ws.cell(CPU_CELL)], FakeEngine(store), opts)
-    assert plan.buildargs == {"PIP_NO_INDEX": "1"}
+    assert plan.buildargs == {}
     assert plan.network == "none"
-    assert plan.wheelhouse is not None and plan.wheelhouse.checked
     names = [e.arcname for e in plan.context.entries]
     assert (
-        "wheelhouse/numpy-2.3.5-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"
+        "wheelhouse/rest/numpy-2.3.5-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"
         in names
     )
-    bad = BuildOptions(trainer_dir=trainer, wheelhouse=wh, buildargs={"PIP_NO_INDEX": "0"})
-    with pytest.raises(TrainimgError, match="PIP_NO_INDEX"):
-        plan_cells(ws, [ws.cell(CPU_CELL)], FakeEngine(store), bad)
+    assert "wheelhouse/torch/requirements.txt" in names
+    with pytest.raises(TrainimgError, match=rf"cell {CPU_CELL}: .*hash-locked wheelhouse"):
+        plan_cells(ws, [ws.cell(CPU_CELL)], FakeEngine(store), BuildOptions(trainer_dir=trainer))
+
+
+def test_a_changed_wheel_changes_the_content_hash(build: Run) -> None:
+    (first,) = build.plans()
+    name = "filelock-3.20.0-py3-none-any.whl"
+    (build.wheelhouse / name).write_bytes(fake_wheel_bytes(name, b"re-published"))
+    with pytest.raises(TrainimgError, match="fails its hash check"):
+        build.plans()
+    locked(build.wheelhouse)  # the new bytes, locked: a new image, never the old layers
+    (second,) = build.plans()
+    assert second.content_hash != first.content_hash

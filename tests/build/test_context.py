@@ -9,9 +9,11 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from builder.context import BuildContext, ContextError, assemble, trainer_version
-from builder.wheelhouse import Selection, sha256_file
+from builder.wheelhouse import Locked, Selection, sha256_file
 from tests.conftest import write_standin_trainer
 
 CONTAINERFILE = "FROM localhost/base\nCOPY trainer/ /opt/trainimg/trainer/\n"
@@ -31,11 +33,17 @@ def wheels(tmp_path: Path) -> Selection:
     wh.mkdir()
     for name in ("a-1.0-py3-none-any.whl", "b-2.0-py3-none-any.whl"):
         (wh / name).write_bytes(name.encode())
-    return Selection(wh, tuple((p, sha256_file(p)) for p in sorted(wh.glob("*.whl"))), True)
+    return Selection(wh, tuple(_locked(p) for p in sorted(wh.glob("*.whl"))), ("torch", "rest"))
+
+
+def _locked(path: Path) -> Locked:
+    name, version = path.name.split("-")[:2]
+    group = "torch" if name == "a" else "rest"
+    return Locked(path, canonicalize_name(name), Version(version), sha256_file(path), group)
 
 
 def ctx(trainer: Path, wheels: Selection | None, **kw: object) -> BuildContext:
-    args: dict[str, object] = {"buildargs": {"PIP_NO_INDEX": "1"}, "labels": {}, "base": "sha256:b"}
+    args: dict[str, object] = {"buildargs": {"X": "1"}, "labels": {}, "base": "sha256:b"}
     args.update(kw)
     text = str(args.pop("containerfile", CONTAINERFILE))
     return assemble(text, trainer, wheels, **args)  # type: ignore[arg-type]
@@ -58,9 +66,21 @@ def test_layout(trainer: Path, wheels: Selection) -> None:
         "trainer/models",
         "trainer/models/tiny.py",
         "wheelhouse",
-        "wheelhouse/a-1.0-py3-none-any.whl",
-        "wheelhouse/b-2.0-py3-none-any.whl",
+        "wheelhouse/torch",
+        "wheelhouse/torch/requirements.txt",
+        "wheelhouse/torch/a-1.0-py3-none-any.whl",
+        "wheelhouse/rest",
+        "wheelhouse/rest/requirements.txt",
+        "wheelhouse/rest/b-2.0-py3-none-any.whl",
     ]
+    tar = io.BytesIO()
+    ctx(trainer, wheels).write_tar(tar)
+    tar.seek(0)
+    with tarfile.open(fileobj=tar) as t:
+        member = t.extractfile("wheelhouse/rest/requirements.txt")
+        assert member is not None
+        req = member.read().decode()
+    assert f"b==2.0 --hash=sha256:{wheels.files[1][1]}\n" in req and "a==" not in req
     assert "wheelhouse" in names(ctx(trainer, None))  # an empty wheelhouse/ still exists
 
 
@@ -79,7 +99,7 @@ def test_hash_covers_every_input(trainer: Path, wheels: Selection, tmp_path: Pat
     assert ctx(trainer, wheels).content_hash != changed  # the mode reaches the image too
     first = wheels.files[0][0]
     first.write_bytes(b"another build of a-1.0")
-    rehashed = Selection(wheels.directory, ((first, sha256_file(first)), wheels.files[1]), True)
+    rehashed = Selection(wheels.directory, (_locked(first), wheels.wheels[1]), wheels.groups)
     assert ctx(trainer, rehashed).content_hash != ctx(trainer, wheels).content_hash
 
 
