@@ -24,17 +24,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from builder.engines.base import ImageInfo
 from builder.errors import TrainimgError
 from builder.labels import PREFIX
 
 LISTS_DATE_LABEL = f"{PREFIX}.base.lists-date"
 SUITES_LABEL = f"{PREFIX}.base.suites"
+RECIPE_LABEL = f"{PREFIX}.base.recipe"  # BaseSpec.key: an image of another recipe is remade
 
 
 class Importer(Protocol):
     """What the base needs of an engine (builder.engines.base.Engine has it)."""
 
     def image_exists(self, ref: str) -> bool: ...
+
+    def inspect_image(self, ref: str) -> ImageInfo: ...
 
     def import_image(self, tarball: Path, ref: str, changes: tuple[str, ...] = ()) -> str: ...
 
@@ -180,7 +184,7 @@ def import_changes(spec: BaseSpec, date: str) -> tuple[str, ...]:
         'CMD ["/bin/bash"]',
         "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         f"LABEL {PREFIX}.base.suite={spec.suite} {SUITES_LABEL}={','.join(spec.suites)} "
-        f"{LISTS_DATE_LABEL}={date}",
+        f"{LISTS_DATE_LABEL}={date} {RECIPE_LABEL}={spec.key}",
     )
 
 
@@ -194,8 +198,11 @@ def make_offline_base(
 ) -> bool:
     """Import the base as `spec.tag` unless it exists; returns True when it was (re)made."""
     if engine.image_exists(spec.tag) and not force:
-        log(f"{spec.tag} exists")
-        return False
+        recipe = engine.inspect_image(spec.tag).labels.get(RECIPE_LABEL)
+        if recipe == spec.key:
+            log(f"{spec.tag} exists")
+            return False
+        log(f"{spec.tag} exists but was made from another recipe ({recipe}): remaking it")
     tarball = rootfs_tarball(spec, cache_dir, log)
     log(f"import {tarball.name} -> {spec.tag}")
     engine.import_image(tarball, spec.tag, import_changes(spec, lists_date(tarball)))
