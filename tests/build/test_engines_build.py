@@ -8,6 +8,8 @@ per engine - measured, not assumed)."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,7 +24,7 @@ from builder.engines.base import BuildFailed, Engine, RunSpec
 from builder.engines.docker import DockerEngine
 from builder.engines.podman import PodmanEngine
 from builder.workspace import open_workspace
-from tests.build.helpers import CPU_CELL, REPO, RecordingUi, steps_and_cache
+from tests.build.helpers import CPU_CELL, REPO, RecordingUi, RunCli, steps_and_cache
 from tests.conftest import CACHE
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -272,3 +274,26 @@ def test_failing_run_step_is_a_build_failure_with_its_log(
     assert "exit status 7" in str(err.value) or "non-zero code: 7" in str(err.value)
     assert "the last words" in err.value.log_tail
     assert err.value.exit_code == 1
+
+
+def test_verify_runs_the_same_checks_on_each_engine(
+    built: Built, run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`trainimg verify` of the built cell through the engine that built it (docker:// for the
+    docker SDK: Debian's docker CLI, pointed at the engine's socket): the same checks pass."""
+    if built.kind == "docker":
+        pytest.skip("the docker SDK on podman's compat API: verified by tests/verify")
+    monkeypatch.setenv("PATH", f"/usr/bin:{os.environ['PATH']}")  # Debian's docker CLI first
+    engine = built.connect()
+    url = engine.base_url
+    engine.close()
+    report = tmp_path / "report.json"
+    kind = "docker" if built.kind == "dockerd" else "podman"
+    args = ["verify", "--matrix", str(REPO / "matrix.yaml"), "--engine", kind, "--url", url]
+    r = run_cli(*args, built.plan.cell_tag, "--json", str(report))
+    assert r.code == 0, r.out + r.err
+    checks = json.loads(report.read_text())["checks"]
+    passed = {c["name"] for c in checks if c["outcome"] == "passed"}
+    assert {"torch_version", "labels", "default_user_not_root"} <= passed
+    assert any(c["name"].startswith("train") and c["outcome"] == "passed" for c in checks), checks
+    assert all(c["outcome"] in ("passed", "skipped") for c in checks), checks
