@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -134,3 +135,13 @@ class Registry:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"auths": auths}))
         return path
+
+
+def matrix_with_registry_base(text: str, ref: str) -> str:
+    """A test copy of matrix.yaml whose debian12 base comes from a registry (`ref`) instead of
+    `trainimg base`. The air-gapped CUDA group goes: its CUDA user-space rule holds only for a
+    locally made base."""
+    local = "    base: localhost/trainimg-base:bookworm\n    local: true\n"
+    assert local in text
+    out = text.replace(local, f"    base: {ref}\n")
+    return re.sub(r"(?m)^  - name: offline-cu128\n(?:^(?:    |$).*\n?)*", "", out)

@@ -17,7 +17,7 @@ from builder.registry import auth
 from builder.registry.client import RegistryClient, RegistryError
 from builder.registry.reference import parse
 from tests.build.helpers import CPU_CELL, MakeProject, RunCli
-from tests.build.registry import Registry
+from tests.build.registry import Registry, matrix_with_registry_base
 
 pytestmark = [pytest.mark.engine]
 
@@ -101,15 +101,6 @@ def test_unreachable_registry(registries: Callable[..., Registry]) -> None:
         client.ping()
 
 
-def _registry_base(text: str, ref: str) -> str:
-    """The test matrix: debian12's base comes from the test registry instead of `trainimg base`."""
-    out = text.replace(
-        "    base: localhost/trainimg-base:bookworm\n    local: true\n", f"    base: {ref}\n"
-    )
-    assert out != text
-    return out
-
-
 def test_pin_writes_the_digest_and_render_uses_it(
     registries: Callable[..., Registry],
     podman_engine: PodmanEngine,
@@ -119,7 +110,7 @@ def test_pin_writes_the_digest_and_render_uses_it(
 ) -> None:
     reg = registries()
     ref = push_base(podman_engine, offline_base, reg, None)
-    matrix = make_project(matrix_edit=lambda t: _registry_base(t, ref))
+    matrix = make_project(matrix_edit=lambda t: matrix_with_registry_base(t, ref))
     before = matrix.read_text()
 
     # An OS whose registry is not reachable: exit 2, the matrix is left as it was.
@@ -150,6 +141,8 @@ def test_pin_writes_the_digest_and_render_uses_it(
     r = run_cli("pin", "debian12", "--matrix", str(matrix.parent / "nope.yaml"))
     assert r.code == 2
 
-    missing = make_project(matrix_edit=lambda t: _registry_base(t, f"{reg.host}/{BASE_REPO}:nope"))
+    missing = make_project(
+        matrix_edit=lambda t: matrix_with_registry_base(t, f"{reg.host}/{BASE_REPO}:nope")
+    )
     r = run_cli("pin", "debian12", "--matrix", str(missing))
     assert r.code == 2 and f"registry {reg.host} has no {BASE_REPO}:nope" in r.err

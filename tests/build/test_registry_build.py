@@ -24,8 +24,9 @@ from builder.registry import auth
 from builder.registry.client import RegistryClient
 from builder.registry.reference import parse
 from tests.build.helpers import CPU_CELL, REPO, MakeProject, RunCli
-from tests.build.registry import Registry
+from tests.build.registry import Registry, matrix_with_registry_base
 from tests.build.test_engines_build import engine_url
+from tests.conftest import BASE_TAG
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -41,48 +42,54 @@ class Pinned:
 
 
 @pytest.fixture
-def pinned(
+def make_pinned(
     registries: Callable[..., Registry],
-    podman_service: str,
-    offline_base: str,
     make_project: MakeProject,
     run_cli: RunCli,
+    request: pytest.FixtureRequest,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-) -> Pinned:
-    """A registry with auth holding the offline base (pushed through podman-py), credentials
-    in REGISTRY_AUTH_FILE and DOCKER_CONFIG, and a test matrix whose debian12 is pinned to it."""
-    reg = registries(user="builder", password=secrets.token_urlsafe(16))
-    monkeypatch.setenv("REGISTRY_AUTH_FILE", str(reg.auth_file(tmp_path / "auth.json")))
-    docker_config = reg.auth_file(tmp_path / "docker" / "config.json")
-    monkeypatch.setenv("DOCKER_CONFIG", str(docker_config.parent))
-    base_ref = f"{reg.host}/trainimg-base:bookworm"
-    engine = PodmanEngine(podman_service)
-    try:
-        engine.tag(offline_base, base_ref)
-        engine.push(base_ref, auth.lookup(reg.host), tls_verify=False)
-        engine.remove_image(base_ref)
-    finally:
-        engine.close()
-    local = "    base: localhost/trainimg-base:bookworm\n    local: true\n"
-    matrix = make_project(matrix_edit=lambda t: t.replace(local, f"    base: {base_ref}\n"))
-    r = run_cli("pin", "debian12", "--matrix", str(matrix))
-    assert r.code == 0, r.err
-    r2 = run_cli("render", "--matrix", str(matrix))
-    assert r2.code == 0, r2.err
-    digest = r.out.split("@", 1)[1].split()[0]
-    return Pinned(reg, matrix, base_ref, digest)
+) -> Callable[[str], Pinned]:
+    """A registry with auth holding the offline base, pushed from the store of engine `kind`
+    (so a pull by digest gives that engine its own base back, layer cache and all),
+    credentials in REGISTRY_AUTH_FILE and DOCKER_CONFIG, and a test matrix whose debian12 is
+    pinned to it and rendered."""
+
+    def make(kind: str) -> Pinned:
+        url = engine_url(kind, request)
+        reg = registries(user="builder", password=secrets.token_urlsafe(16))
+        monkeypatch.setenv("REGISTRY_AUTH_FILE", str(reg.auth_file(tmp_path / "auth.json")))
+        docker_config = reg.auth_file(tmp_path / "docker" / "config.json")
+        monkeypatch.setenv("DOCKER_CONFIG", str(docker_config.parent))
+        base_ref = f"{reg.host}/trainimg-base:bookworm"
+        engine = SDKS[kind](url)
+        try:
+            engine.tag(BASE_TAG, base_ref)
+            engine.push(base_ref, auth.lookup(reg.host), tls_verify=False)
+            engine.remove_image(base_ref)
+        finally:
+            engine.close()
+        matrix = make_project(matrix_edit=lambda t: matrix_with_registry_base(t, base_ref))
+        r = run_cli("pin", "debian12", "--matrix", str(matrix))
+        assert r.code == 0, r.err
+        r2 = run_cli("render", "--matrix", str(matrix))
+        assert r2.code == 0, r2.err
+        digest = r.out.split("@", 1)[1].split()[0]
+        return Pinned(reg, matrix, base_ref, digest)
+
+    return make
 
 
 @pytest.mark.parametrize("kind", sorted(SDKS))
 def test_pinned_build_push_and_prune(
     kind: str,
-    pinned: Pinned,
+    make_pinned: Callable[[str], Pinned],
     request: pytest.FixtureRequest,
     wheelhouse: Path,
     run_cli: RunCli,
     tmp_path: Path,
 ) -> None:
+    pinned = make_pinned(kind)
     url = engine_url(kind, request)
     engine_args = ["--engine", "docker" if kind == "dockerd" else "podman", "--url", url]
     lock_path = tmp_path / "lock.json"
@@ -130,7 +137,7 @@ def test_pinned_build_push_and_prune(
         tags = engine.image_tags(repo)
     finally:
         engine.close()
-    assert history and any("pip install" in h for h in history)
+    assert history and any("io.trainimg.build.hash" in h for h in history)
     haystack = "\n".join([*outputs, lock_path.read_text(), json.dumps(dict(info.labels)), *history])
     assert password not in haystack
     assert f"removed {repo}:{'0' * 16}" in outputs[-2]
@@ -138,13 +145,14 @@ def test_pinned_build_push_and_prune(
 
 
 def test_bad_registry_input_exits_2_and_records_nothing(
-    pinned: Pinned,
+    make_pinned: Callable[[str], Pinned],
     podman_service: str,
     wheelhouse: Path,
     run_cli: RunCli,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    pinned = make_pinned("podman")
     lock_path = tmp_path / "lock.json"
     m = ["--matrix", str(pinned.matrix)]
     build = ["build", *m, "--engine", "podman", "--url", podman_service, "--pull",
