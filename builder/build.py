@@ -159,16 +159,18 @@ def plan_cells(
     buildargs = dict(opts.buildargs)
     refuse_credentials_in_buildargs(buildargs)
     network = opts.network or "none"  # wheels come from the wheelhouse; nothing is downloaded
+    if opts.wheelhouse is None:
+        raise TrainimgError(
+            "builds install Python packages only from a hash-locked wheelhouse: fill one with "
+            "`trainimg wheelhouse CELL... --dest DIR` and pass --wheelhouse DIR (or set "
+            "TRAINIMG_WHEELHOUSE)"
+        )
+    # Every cell's closure and hashes first: a bad wheelhouse stops before the engine is asked.
+    selections = {cell.name: select(opts.wheelhouse, cell, project) for cell in cells}
     plans = []
     for cell in cells:
         base, pull = _base(engine, cell, opts.pull)
-        if opts.wheelhouse is None:
-            raise TrainimgError(
-                f"cell {cell.name}: builds install Python packages only from a hash-locked "
-                f"wheelhouse: fill one with `trainimg wheelhouse {cell.name} --dest DIR` and "
-                "pass --wheelhouse DIR (or set TRAINIMG_WHEELHOUSE)"
-            )
-        selection = select(opts.wheelhouse, cell, project)
+        selection = selections[cell.name]
         hashed_labels = {TRAINER_VERSION_LABEL: version}
         ctx = assemble(
             texts[cell.name],

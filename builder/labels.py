@@ -52,6 +52,8 @@ def env(cell: Cell) -> dict[str, str]:
             cuda_home = f"/usr/local/cuda-{cuda_rules.minor(cell.cuda.version)}"
             out["PATH"] = f"{VENV}/bin:{cuda_home}/bin:" + out["PATH"].split(":", 1)[1]
             out["CUDA_HOME"] = cuda_home
+            # link against the driver stubs at build time, as NVIDIA's devel images do
+            out["LIBRARY_PATH"] = f"{cuda_home}/lib64/stubs"
         out |= {
             "CUDA_VERSION": str(cell.cuda.version),
             "NVIDIA_VISIBLE_DEVICES": "all",

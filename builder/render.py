@@ -110,6 +110,7 @@ def context(cell: Cell, project: Project) -> dict[str, Any]:
         "pip_requirements": requirements,
         "wheel_groups": wheel_groups.groups(cell),
         "trim": wheel_groups.trim(cell),
+        "test_trees": wheel_groups.TEST_TREES,
         "uid": USER_ID,
         "env": env(cell),
         "labels": labels_,

@@ -17,10 +17,17 @@ TORCH = "torch"
 REST = "rest"
 TORCH_NAMES = frozenset({"torch", "triton", "pytorch-triton"})
 
-# Paths (relative to site-packages) a training image never needs, removed before the copy into
-# the final image: torch's own test tree and C++ test binaries. torch/testing (imported by torch
-# itself) and torch/include (Inductor's C++ code and extensions compile against it) stay.
-TORCH_TRIM = ("torch/test", "torch/bin/test_*", "caffe2/python/test")
+# Paths (relative to site-packages) a training image never needs, removed in the venv stage so
+# they never reach the final image. torch: protoc (a build tool; torch_shm_manager next to it
+# is used at run time and stays), and test trees older wheels shipped. torch/testing (torch
+# imports it) and torch/include (Inductor's C++ and extensions compile against it) stay.
+# The rest: torchao's own test suite (a top-level `test` package). Besides these, every
+# `tests` directory of the rest group's packages goes (sympy, numpy, networkx, ...: ~65 MB).
+TRIM = {
+    TORCH: ("torch/bin/protoc", "torch/bin/protoc-*", "torch/test", "caffe2/python/test"),
+    REST: ("test",),
+}
+TEST_TREES = (REST,)  # groups whose packages' `tests` directories are removed
 
 
 def groups(cell: Cell) -> tuple[str, ...]:
@@ -39,4 +46,4 @@ def group_of(name: NormalizedName, cell: Cell) -> str:
 def trim(cell: Cell) -> dict[str, tuple[str, ...]]:
     """group -> paths under its prefix removed after the install."""
     site = f"lib/python{cell.python}/site-packages"
-    return {TORCH: tuple(f"{site}/{p}" for p in TORCH_TRIM)}
+    return {group: tuple(f"{site}/{p}" for p in paths) for group, paths in TRIM.items()}

@@ -78,8 +78,10 @@ say "render --check (the committed Containerfiles match matrix.yaml)"
 trainimg render --check
 
 if [ "$MODE" = gpu ]; then
+    say "wheelhouse of $GPU_CELL (its whole closure, sha256-locked)"
+    trainimg wheelhouse "$GPU_CELL" --dest .cache/wheelhouse
     say "build $GPU_CELL (GPU host with a registry)"
-    image="$(trainimg build "$GPU_CELL" --pull | awk 'NR==1 {print $1}')"
+    image="$(trainimg build "$GPU_CELL" --pull --wheelhouse .cache/wheelhouse | awk 'NR==1 {print $1}')"
     run_args=(--device nvidia.com/gpu=all)   # CDI: nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml
 else
     say "offline base (debootstrap -> podman import)"

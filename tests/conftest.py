@@ -105,25 +105,18 @@ def trainer_dir() -> Path:
     return real
 
 
-@pytest.fixture(scope="session")
-def cpu_image(
-    podman_service: str,
-    offline_base: str,
-    wheelhouse: Path,
-    trainer_dir: Path,
-    tmp_path_factory: pytest.TempPathFactory,
+def build_cell(
+    cell_name: str, podman_service: str, wheelhouse: Path, trainer_dir: Path, lock_path: Path
 ) -> str:
-    """The default CPU cell, built once per session by trainimg's builder through the podman
-    engine (podman-py) from the wheelhouse, air-gapped; its `<project.repository>:<cell>` ref.
-    The build record goes to a temporary lock, never images/lock.json. Unchanged inputs make
-    later sessions reuse the image (content-hash tag)."""
+    """Build one cell with trainimg's builder through the podman engine (podman-py) from the
+    wheelhouse, air-gapped; its `<project.repository>:<cell>` ref. Unchanged inputs make later
+    sessions reuse the image (content-hash tag)."""
     from builder.build import Builder, BuildOptions, plan_cells
     from builder.engines.podman import PodmanEngine
     from builder.workspace import open_workspace
 
     ws = open_workspace(REPO / "matrix.yaml")
-    cell = ws.cell(ws.matrix.project.default_cell)
-    lock_path = tmp_path_factory.mktemp("cpu-image") / "lock.json"
+    cell = ws.cell(cell_name)
     opts = BuildOptions(
         wheelhouse=wheelhouse,
         trainer_dir=trainer_dir,
@@ -140,3 +133,54 @@ def cpu_image(
     if outcome.status not in ("built", "skipped"):
         pytest.fail(f"building {cell.name} failed: {outcome.error}\n" + "\n".join(outcome.log_tail))
     return plans[0].cell_tag
+
+
+@pytest.fixture(scope="session")
+def cpu_image(
+    podman_service: str,
+    offline_base: str,
+    wheelhouse: Path,
+    trainer_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> str:
+    """The default CPU cell, built once per session (build_cell); the build record goes to a
+    temporary lock, never images/lock.json."""
+    from builder.workspace import open_workspace
+
+    cell = open_workspace(REPO / "matrix.yaml").matrix.project.default_cell
+    lock_path = tmp_path_factory.mktemp("cpu-image") / "lock.json"
+    return build_cell(cell, podman_service, wheelhouse, trainer_dir, lock_path)
+
+
+# --- the Debian 12 cu128 cell: PyPI's torch 2.9.1 is the cu128 build (~3.9 GB closure) ---
+
+CU128_CELL = "debian12-cu128-py3.11-torch2.9.1-runtime"
+
+
+@pytest.fixture(scope="session")
+def cu128_wheelhouse() -> Path:
+    """The cu128 cell's whole closure, hash-locked; local wheels (the CPU wheelhouse,
+    /opt/wheels) first, the rest from PyPI."""
+    from builder.wheelhouse import WheelhouseError, fill
+    from builder.workspace import open_workspace
+
+    ws = open_workspace(REPO / "matrix.yaml")
+    dest = CACHE / "wheelhouse-cu128"
+    links = [d for d in (CACHE / "wheelhouse", DEFAULT_FIND_LINKS) if d.is_dir()]
+    try:
+        fill(dest, [ws.cell(CU128_CELL)], ws.matrix.project, find_links=links)
+    except WheelhouseError as exc:
+        pytest.skip(f"cannot fill the wheelhouse for {CU128_CELL}: {exc}")
+    return dest
+
+
+@pytest.fixture(scope="session")
+def cu128_image(
+    podman_service: str,
+    offline_base: str,
+    cu128_wheelhouse: Path,
+    trainer_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> str:
+    lock_path = tmp_path_factory.mktemp("cu128-image") / "lock.json"
+    return build_cell(CU128_CELL, podman_service, cu128_wheelhouse, trainer_dir, lock_path)

@@ -4,6 +4,7 @@ user meets them - the message, the exit code, and what is left behind (nothing).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from builder.engines.local_podman import LocalPodman
+from builder.wheelhouse import LOCK_NAME
 from tests.build.helpers import CPU_CELL, REPO, MakeProject, RunCli, repo_refs
 from tests.conftest import CACHE
 
@@ -75,6 +77,7 @@ def test_missing_base_suggests_trainimg_base(
 
 def test_wheelhouse_without_a_needed_wheel_names_it(
     run_cli: RunCli,
+    local_podman: LocalPodman,
     podman_service: str,
     offline_base: str,
     wheelhouse: Path,
@@ -90,8 +93,18 @@ def test_wheelhouse_without_a_needed_wheel_names_it(
     args = common(REPO / "matrix.yaml", podman_service, repo, trainer_dir, tmp_path / "lock.json")
     r = run_cli(*args, "--wheelhouse", str(partial))
     assert r.code == 2
-    assert "sympy==1.14.0" in r.err
-    assert "trainimg wheelhouse" in r.err
+    assert "sympy==1.14.0 (needed by the cell's pins)" in r.err
+    assert "trainimg wheelhouse" in r.err and CPU_CELL in r.err and str(partial) in r.err
+    assert "Traceback" not in r.err
+    # Another part of the closure missing, now with the lock present: still refused, named.
+    shutil.copy(wheelhouse / LOCK_NAME, partial / LOCK_NAME)
+    (sympy,) = wheelhouse.glob("sympy-*.whl")
+    os.link(sympy, partial / sympy.name)
+    (mpmath,) = partial.glob("mpmath-*.whl")
+    mpmath.unlink()
+    r = run_cli(*args, "--wheelhouse", str(partial))
+    assert r.code == 2 and "mpmath" in r.err and "needed by" in r.err, r.err
+    assert repo_refs(local_podman, repo) == []  # nothing half-built was tagged
 
 
 @pytest.mark.usefixtures("wheelhouse")

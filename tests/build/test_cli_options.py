@@ -46,3 +46,25 @@ def test_wheelhouse_check_reports_missing(run_cli: RunCli, tmp_path: Path) -> No
     r = run_cli("wheelhouse", "--matrix", MATRIX, "--dest", str(tmp_path / "wh"), "--check")
     assert r.code == 1
     assert "torch==2.13.0+cpu" in r.err
+
+
+def test_a_cu128_cell_whose_pypi_torch_is_not_cu128_is_refused(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    text = Path(MATRIX).read_text()
+    group = text.index("- name: offline-cu128")
+    edited = text[:group] + text[group:].replace("torch: [2.9.1]", "torch: [2.11.0]", 1)
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(edited)
+    cell = "debian12-cu128-py3.11-torch2.11.0-runtime"
+    for args in (
+        ["build", cell, "--url", "unix:///nonexistent.sock"],
+        ["wheelhouse", cell, "--dest", str(tmp_path / "wh"), "--offline"],
+    ):
+        r = run_cli(*args, "--matrix", str(matrix))
+        assert r.code == 2, r.err
+        assert f"cell {cell}" in r.err and "groups[2].axes.torch" in r.err
+        assert "torch 2.11.0 on PyPI is the cu130 build, not cu128" in r.err
+        assert "2.8, 2.9, 2.10" in r.err and "Traceback" not in r.err
+        assert "no engine answers" not in r.err
+    assert not (tmp_path / "wh").exists()

@@ -8,9 +8,11 @@ per engine - measured, not assumed)."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import shutil
+import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,7 @@ from builder.context import trainer_version
 from builder.engines.base import BuildFailed, Engine, RunSpec
 from builder.engines.docker import DockerEngine
 from builder.engines.podman import PodmanEngine
+from builder.wheelhouse import LOCK_NAME, WheelhouseError, sha256_file, write_lock
 from builder.workspace import open_workspace
 from tests.build.helpers import CPU_CELL, REPO, RecordingUi, RunCli, steps_and_cache
 from tests.conftest import CACHE
@@ -297,3 +300,61 @@ def test_verify_runs_the_same_checks_on_each_engine(
     assert {"torch_version", "labels", "default_user_not_root"} <= passed
     assert any(c["name"].startswith("train") and c["outcome"] == "passed" for c in checks), checks
     assert all(c["outcome"] in ("passed", "skipped") for c in checks), checks
+
+
+def _republish(wheel: Path, extra: str) -> None:
+    """Rewrite `wheel` in place with the same name and new bytes (one more module), as a
+    re-published or tampered wheel would be."""
+    data = wheel.read_bytes()
+    wheel.unlink()  # break a hard link to the cached original
+    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(wheel, "w") as dst:
+        for item in src.infolist():
+            dst.writestr(item, src.read(item.filename))
+        package = wheel.name.split("-")[0]
+        dst.writestr(f"{package}/_republished.py", f"MARK = {extra!r}\n")
+
+
+def test_a_republished_wheel_never_reuses_an_old_layer(
+    built: Built, wheelhouse: Path, tmp_path: Path
+) -> None:
+    if built.kind != "podman":
+        pytest.skip("run through podman-py only: the keying is the Containerfile's COPY")
+    wh = tmp_path / "wh"
+    wh.mkdir()
+    for wheel in wheelhouse.glob("*.whl"):
+        os.link(wheel, wh / wheel.name)
+    shutil.copy(wheelhouse / LOCK_NAME, wh / LOCK_NAME)
+    (mpmath,) = wh.glob("mpmath-*.whl")
+    _republish(mpmath, tmp_path.name)
+    # The lock still has the old hash: refused before any engine work, naming cell and file.
+    with pytest.raises(WheelhouseError, match=rf"cell {CPU_CELL}.*{mpmath.name}: sha256"):
+        built.build(wheelhouse=wh)
+    # Locked again (a deliberate new wheel): only the group that holds it is installed again.
+    write_lock(wh, {p.name: sha256_file(p) for p in wh.glob("*.whl")})
+    plan, out, ui = built.build(wheelhouse=wh)
+    engine = built.connect()
+    try:
+        try:
+            assert out.status == "built", out.error
+            assert plan.content_hash != built.plan.content_hash
+            steps = dict(steps_and_cache(ui.lines))
+            assert steps["COPY wheelhouse/torch/ /wheels/torch/"] is True
+            assert steps["COPY wheelhouse/rest/ /wheels/rest/"] is False
+            assert steps["COPY --from=venv /stage/torch/ /opt/venv/"] is True
+            assert steps["COPY --from=venv /stage/rest/ /opt/venv/"] is False
+            probe = engine.run(
+                RunSpec(
+                    out.image_id,
+                    entrypoint=["/opt/venv/bin/python", "-c"],
+                    command=["import mpmath._republished as m; print(m.MARK)"],
+                    labels={TEST_LABEL: "republished"},
+                    network="none",
+                ),
+                timeout=120,
+            )
+            assert probe.exit_code == 0 and probe.stdout.strip() == tmp_path.name, probe.stderr
+        finally:
+            engine.tag(built.outcome.image_id, plan.cell_tag)
+            engine.remove_image(plan.hash_tag)
+    finally:
+        engine.close()

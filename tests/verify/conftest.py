@@ -22,10 +22,13 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import CACHE as TEST_CACHE
+
 from . import cuda_stubs
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("TRAINIMG_VERIFY_CACHE", REPO / ".cache" / "verify"))
+CU128_WHEELHOUSE = TEST_CACHE / "wheelhouse-cu128"  # tests/conftest.py cu128_wheelhouse fills it
 TORCH_SPEC = "torch==2.9.1"  # a cu128 build on PyPI (compat-facts.md C.1, C.2)
 CURAND_SPEC = "nvidia-curand-cu12==10.3.9.90"  # the cuRAND torch 2.9.1 pins; 64 MB
 CUOBJDUMP_SPEC = "nvidia-cuda-cuobjdump==13.2.51"  # NVIDIA's lister, 0.3 MB
@@ -51,9 +54,10 @@ def fetch_wheel(spec: str, timeout: float = 600) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     name = spec.split("==")[0].replace("-", "_")
     version = spec.split("==")[1]
-    found = sorted(dest.glob(f"{name}-{version}-*.whl"))
-    if found:
-        return found[0]
+    for where in (dest, CU128_WHEELHOUSE):  # the cu128 cell's wheelhouse holds the same wheels
+        found = sorted(where.glob(f"{name}-{version}-*.whl"))
+        if found:
+            return found[0]
     cmd = [
         sys.executable,
         "-m",
@@ -112,7 +116,8 @@ def torch_cu128() -> Path:
     wheel = fetch_wheel(TORCH_SPEC)
     extract(wheel, "torch/", site)
     (site / ".complete").write_text(f"{wheel.name} {wheel.stat().st_size}\n")
-    wheel.unlink()
+    if wheel.parent == CACHE / "wheels":  # never a wheelhouse's own file
+        wheel.unlink()
     return site
 
 

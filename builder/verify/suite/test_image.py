@@ -102,12 +102,18 @@ def test_cuda_version(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail
 
 def test_gcc_version(host: Any, ctx: dict[str, Any], detail: Detail) -> None:
     expect = ctx["expect"]
-    if expect.get("flavour") != "devel":
-        pytest.skip(
-            f"not applicable: the {expect.get('flavour')} flavour ships no compiler "
-            "(gcc is checked in devel images)"
-        )
     result = host.run("gcc -dumpfullversion")
+    if expect.get("flavour") != "devel":
+        if result.rc != 0:
+            pytest.skip(
+                f"not applicable: this {expect.get('flavour')} image ships no compiler "
+                "(train_compile says what that costs)"
+            )
+        major = result.stdout.strip().split(".")[0]
+        if expect.get("gcc") and major != expect.get("gcc"):
+            fail(f"gcc {result.stdout.strip()} in the image, the cell says gcc {expect['gcc']}")
+        detail(f"gcc {result.stdout.strip()} (for torch.compile)")
+        return
     if result.rc != 0:
         fail(f"gcc does not run in a devel image: {result.stderr.strip()[-300:]}")
     major = result.stdout.strip().split(".")[0]
@@ -239,16 +245,32 @@ def test_sm_kernels_fatbin_scan(
             f"the fatbin scan ({' '.join(every)}) disagrees with torch._C._cuda_getArchFlags() "
             f"({' '.join(flags)})"
         )
-    others = [
-        f"{name}: {' '.join(lib['sass_in_every_container'])}"
-        for name, lib in sorted(libs.items())
-        if name != "libtorch_cuda.so"
-    ]
+    # Every other CUDA library, judged by how it picks its kernels
+    # (builder/rules/kernel_dispatch.py): per-architecture sets need code for the GPU in at
+    # least one module, a uniform arch list in every module.
+    blocked = []
+    counts = []
+    for name, lib in sorted(libs.items()):
+        if name == "libtorch_cuda.so":
+            continue
+        covs = []
+        for key in targets:
+            gpu_name, cc = coverage.parse_gpu(key)
+            cov = coverage.library_coverage(lib, cc)
+            covs.append(cov)
+            if cov.verdict == "no":
+                blocked.append(f"{name} on {gpu_name}: {cov.explain()}")
+        b200 = next((c for c, k in zip(covs, targets, strict=True) if k == "b200"), None)
+        rule = covs[0].rule if covs else coverage.library_coverage(lib, (10, 0)).rule
+        sm100 = f", {b200.native} with SASS for sm_100" if b200 is not None else ""
+        counts.append(f"{name}: {lib['containers']} modules ({rule}{sm100})")
+    if blocked:
+        fail("CUDA libraries without code for a GPU the cell targets: " + "; ".join(blocked))
     if targets:
         detail(f"native SASS for every target GPU: {', '.join(targets)}")
     detail(
         f"libtorch_cuda.so: {core['containers']} modules, all with {' '.join(every)}"
-        + (f"; {'; '.join(others)}" if others else "")
+        + (f"; {'; '.join(counts)}" if counts else "")
     )
 
 
@@ -259,6 +281,8 @@ def _train(
     trainer_info: dict[str, Any],
     preset: str,
     detail: Detail,
+    *,
+    compile_: bool = False,
 ) -> None:
     gpu = ctx["gpu"]
     device = "cuda" if gpu["attached"] else "cpu"
@@ -281,10 +305,11 @@ def _train(
             "the FP8 step runs only on an sm_89+ GPU"
         )
     steps = int(ctx["train"]["steps"])
-    metrics = f"/tmp/trainimg-verify-{preset}.jsonl"  # noqa: S108 - the container's /tmp
+    name = f"{preset}-compile" if compile_ else preset
+    metrics = f"/tmp/trainimg-verify-{name}.jsonl"  # noqa: S108 - the container's /tmp
     cmd = (
         f"rm -f {metrics} && cd /tmp && timeout {TRAIN_TIMEOUT} {python} -m trainer train "
-        f"--preset {preset} "
+        f"--preset {preset} {'--compile ' if compile_ else ''}"
         f"--model tiny --data synthetic --steps {steps} --log-interval 1 --eval-interval 0 "
         f"--device {device} --metrics-file {metrics}"
     )
@@ -312,7 +337,8 @@ def _train(
         if device == "cuda"
         else "on the CPU, not a GPU (none attached: see nvidia_smi)"
     )
-    detail(f"{preset}: {len(losses)} steps {where}; loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+    how = " under torch.compile (Inductor)" if compile_ else ""
+    detail(f"{preset}: {len(losses)} steps{how} {where}; loss {losses[0]:.4f} -> {losses[-1]:.4f}")
 
 
 def test_train_bf16(
@@ -325,6 +351,51 @@ def test_train_fp8_fwd(
     host: Any, python: str, ctx: dict[str, Any], trainer_info: dict[str, Any], detail: Detail
 ) -> None:
     _train(host, python, ctx, trainer_info, "fp8-fwd", detail)
+
+
+def test_train_compile(
+    host: Any, python: str, ctx: dict[str, Any], trainer_info: dict[str, Any], detail: Detail
+) -> None:
+    """torch.compile works: Inductor (and, on a GPU, Triton's launcher) builds C/C++ code at run
+    time, so the image must carry the compiler and the Python headers."""
+    compilers = host.run("command -v gcc && command -v g++")
+    if compilers.rc != 0:
+        fail("torch.compile needs gcc and g++ in the image (Inductor builds C++ at run time)")
+    headers = host.run(
+        f"{python} -c 'import sysconfig, os, sys; "
+        "sys.exit(0 if os.path.exists(os.path.join("
+        'sysconfig.get_paths()["include"], "Python.h")) else 1)\''
+    )
+    if headers.rc != 0:
+        fail("torch.compile needs the Python headers (Python.h) in the image")
+    _train(host, python, ctx, trainer_info, "bf16", detail, compile_=True)
+
+
+_CPP_EXTENSION = """
+import tempfile, torch
+from torch.utils.cpp_extension import load_inline
+src = "torch::Tensor twice(torch::Tensor x) { return x * 2; }"
+mod = load_inline(name="trainimg_probe", cpp_sources=[src], functions=["twice"],
+                  build_directory=tempfile.mkdtemp())
+x = torch.arange(4.0)
+assert torch.equal(mod.twice(x), x * 2)
+print(mod.__file__)
+"""
+
+
+def test_cpp_extension(host: Any, python: str, ctx: dict[str, Any], detail: Detail) -> None:
+    """A devel image builds extensions: torch.utils.cpp_extension compiles (g++, ninja, the
+    Python and torch headers), links, imports and runs a tiny C++ operator inside it."""
+    flavour = ctx["expect"].get("flavour")
+    if flavour != "devel":
+        pytest.skip(f"not applicable: the {flavour} flavour (extensions are built in devel images)")
+    result = host.run(f"cd /tmp && timeout 600 {python} -c {shlex.quote(_CPP_EXTENSION)}")
+    if result.rc != 0:
+        tail = (result.stderr.strip() or result.stdout.strip())[-800:]
+        fail(
+            f"torch.utils.cpp_extension could not build a C++ extension (exit {result.rc}): {tail}"
+        )
+    detail(f"built, imported and ran {result.stdout.strip().splitlines()[-1]}")
 
 
 def test_nvidia_environment(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:

@@ -1,0 +1,65 @@
+"""How a library picks its kernels decides its verdict (builder/rules/kernel_dispatch.py): a
+per-architecture library needs code for the GPU in one module, a uniform one in every module."""
+
+from __future__ import annotations
+
+from builder import arches
+from builder.rules import kernel_dispatch
+
+B200 = (10, 0)
+# Modules as cuBLASLt ships them: one architecture each (recorded shape, not real counts).
+PER_ARCH_MODULES = [["sm_80"], ["sm_90a"], ["sm_100"], ["sm_120"], ["sm_90"], ["sm_75"]]
+
+
+def lib(name: str, modules: list[list[str]]) -> dict[str, object]:
+    return {"path": f"/opt/venv/lib/python3.11/site-packages/x/{name}", "per_container": modules}
+
+
+def test_rules_by_file_name() -> None:
+    kind = {
+        name: kernel_dispatch.rule_for(f"/x/{name}").kind
+        for name in (
+            "libcublasLt.so.12",
+            "libcublas.so.12",
+            "libcudnn_engines_precompiled.so.9",
+            "libcufft.so.11",
+            "libcusparse.so.12",
+            "libcusparseLt.so.0",
+            "libtorch_cuda.so",
+            "libc10_cuda.so",
+            "libnccl.so.2",
+            "libsomething_new.so",
+        )
+    }
+    per_arch = {n for n, k in kind.items() if k == kernel_dispatch.PER_ARCH}
+    assert per_arch == {
+        "libcublasLt.so.12",
+        "libcublas.so.12",
+        "libcudnn_engines_precompiled.so.9",
+        "libcufft.so.11",
+        "libcusparse.so.12",
+        "libcusparseLt.so.0",
+    }
+    assert kind["libsomething_new.so"] == kernel_dispatch.UNIFORM  # unknown: the strict rule
+    for rule in kernel_dispatch.RULES:
+        assert rule.source.ref.startswith("https://")
+
+
+def test_per_arch_library_runs_when_one_module_covers_the_gpu() -> None:
+    cov = arches.library_coverage(lib("libcublasLt.so.12", PER_ARCH_MODULES), B200)
+    assert cov.rule == kernel_dispatch.PER_ARCH
+    assert (cov.modules, cov.native, cov.missing) == (6, 1, 5)
+    assert cov.verdict == "yes"
+    assert cov.explain().startswith("yes: 1 of 6 kernel modules carry SASS")
+    assert "5 of 6 modules hold kernels for other GPUs only" in cov.explain()
+    # The same modules in a uniformly built library: 5 modules would fail on the B200.
+    strict = arches.library_coverage(lib("libtorch_cuda.so", PER_ARCH_MODULES), B200)
+    assert strict.verdict == "no" and strict.missing == 5
+
+
+def test_per_arch_library_without_code_for_the_gpu_does_not_run() -> None:
+    hopper = [["sm_90"], ["sm_90a"], ["sm_80"]]
+    cov = arches.library_coverage(lib("libcudnn_engines_precompiled.so.9", hopper), B200)
+    assert cov.verdict == "no" and "none of its 3 kernel modules" in cov.explain()
+    jit = arches.library_coverage(lib("libcufft.so.11", [["sm_90"], ["compute_90"]]), B200)
+    assert jit.verdict == "jit" and "PTX (compute_90)" in jit.explain()
