@@ -210,3 +210,4 @@ def registries(tmp_path: Path) -> Iterator[Callable[..., Registry]]:
     finally:
         for reg in started:
             reg.stop()
+            shutil.rmtree(reg.root / "data", ignore_errors=True)  # pushed images: GBs
