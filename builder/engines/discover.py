@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from builder.engines import service_users
 from builder.engines.base import Engine, EngineError, EngineUnavailable
 from builder.engines.local_podman import ROOT_ENV, LocalPodman
 
@@ -62,12 +63,17 @@ class Endpoint:
     started_at: float = 0.0
 
     def close(self) -> None:
-        """Stop the isolated service if this process started it. A build the service was
+        """Stop the isolated service when this process is its last user (another trainimg
+        command on the same store may share it: engines/service_users.py). A build the service was
         running when it stopped (Ctrl-C) leaves buildah's working container in storage: those
         created since the service started are removed, so nothing stray is left behind."""
-        if not (self.started and self.local is not None):
+        if self.local is None or self.source != ROOT_ENV:
             return
-        self.local.stop_service()
+        with service_users.locked(self.local.root):
+            last = service_users.leave(self.local.root)  # the last user stops it, by its pid
+        if not last:
+            return  # another trainimg command still uses the service (it outlives us)
+        self.local.stop_service()  # reap our own child, if we started it
         self.started = False
         with contextlib.suppress(EngineError, ValueError, OSError, subprocess.SubprocessError):
             listed = json.loads(self.local.podman("ps", "--all", "--external", "--format", "json"))
@@ -169,14 +175,16 @@ def discover(
     if root:
         local = LocalPodman(Path(root))
         since = int(time.time())
-        answering = unix_ping(local.socket_path)
-        try:
-            found = local.start_service()
-        except EngineError as exc:
-            raise EngineUnavailable(f"{ROOT_ENV}={root}: {exc}") from None
-        except BaseException:
-            local.stop_service()  # Ctrl-C while it starts: leave no service behind
-            raise
+        with service_users.locked(local.root):  # one starter at a time; users counted
+            answering = unix_ping(local.socket_path)
+            try:
+                found = local.start_service()
+            except EngineError as exc:
+                raise EngineUnavailable(f"{ROOT_ENV}={root}: {exc}") from None
+            except BaseException:
+                local.stop_service()  # Ctrl-C while it starts: leave no service behind
+                raise
+            service_users.join(local.root, local.service_pid)
         if not answering:
             log(f"started an isolated podman service on {found} ({ROOT_ENV})")
         return Endpoint(engine or "podman", found, ROOT_ENV, local, not answering, since)
