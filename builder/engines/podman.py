@@ -118,35 +118,31 @@ class PodmanEngine(SdkEngine):
         response.raise_for_status()
         return str(response.json().get("Id") or "")
 
-    def _push(self, repo: str, tag: str, creds: Credentials | None, tls_verify: bool) -> None:
+    def _progress(
+        self, path: str, params: dict[str, str], creds: Credentials | None, what: str
+    ) -> None:
+        """POST a push/pull and read its progress stream to the end; its error is ours."""
         response = self._post(
-            f"/images/{repo}:{tag}/push",
-            params={"tlsVerify": _flag(tls_verify), "destination": f"{repo}:{tag}"},
+            path,
+            params=params,
             headers=registry_auth_header(creds),
             stream=True,
             timeout=BUILD_TIMEOUT,
         )
         try:
             if response.status_code >= 400:
-                raise EngineError(f"push {repo}:{tag}: {_message(response)}")
-            stream_errors(json_lines(response), f"push {repo}:{tag}")
+                raise EngineError(f"{what}: {_message(response)}")
+            stream_errors(json_lines(response), what)
         finally:
             response.close()
 
+    def _push(self, repo: str, tag: str, creds: Credentials | None, tls_verify: bool) -> None:
+        params = {"tlsVerify": _flag(tls_verify), "destination": f"{repo}:{tag}"}
+        self._progress(f"/images/{repo}:{tag}/push", params, creds, f"push {repo}:{tag}")
+
     def _pull(self, ref: str, creds: Credentials | None, tls_verify: bool) -> None:
-        response = self._post(
-            "/images/pull",
-            params={"reference": ref, "tlsVerify": _flag(tls_verify), "policy": "always"},
-            headers=registry_auth_header(creds),
-            stream=True,
-            timeout=BUILD_TIMEOUT,
-        )
-        try:
-            if response.status_code >= 400:
-                raise EngineError(f"pull {ref}: {_message(response)}")
-            stream_errors(json_lines(response), f"pull {ref}")
-        finally:
-            response.close()
+        params = {"reference": ref, "tlsVerify": _flag(tls_verify), "policy": "always"}
+        self._progress("/images/pull", params, creds, f"pull {ref}")
 
     def close(self) -> None:
         self._client.close()
