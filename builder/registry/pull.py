@@ -29,7 +29,10 @@ def pull_base(engine: Engine, ref_text: str, cell: str) -> None:
             f"cell {cell}: could not pull base {ref} from registry {ref.registry}: {exc}"
         ) from None
     if ref.digest and not engine.image_exists(f"{ref.name}@{ref.digest}"):
-        got = engine.inspect_image(str(ref)).digest if engine.image_exists(str(ref)) else None
+        tagged = f"{ref.name}:{ref.tag}" if ref.tag else None
+        got = (
+            engine.inspect_image(tagged).digest if tagged and engine.image_exists(tagged) else None
+        )
         raise PullError(
             f"cell {cell}: base {ref} arrived with digest {got or 'unknown'}, not {ref.digest}: "
             "the registry served different content; pin it again (`trainimg pin`)"
