@@ -183,8 +183,11 @@ def import_changes(spec: BaseSpec, date: str) -> tuple[str, ...]:
     return (
         'CMD ["/bin/bash"]',
         "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        f"LABEL {PREFIX}.base.suite={spec.suite} {SUITES_LABEL}={','.join(spec.suites)} "
-        f"{LISTS_DATE_LABEL}={date} {RECIPE_LABEL}={spec.key}",
+        # one label per change, no commas: libpod's import splits a change at commas
+        f"LABEL {PREFIX}.base.suite={spec.suite}",
+        f"LABEL {SUITES_LABEL}={'+'.join(spec.suites)}",
+        f"LABEL {LISTS_DATE_LABEL}={date}",
+        f"LABEL {RECIPE_LABEL}={spec.key}",
     )
 
 

@@ -25,8 +25,17 @@ pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 
 def test_two_builds_at_once_share_the_service(
-    make_project: MakeProject, wheelhouse: Path, trainer_dir: Path, tmp_path: Path
+    make_project: MakeProject,
+    wheelhouse: Path,
+    trainer_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    for var in ("CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF"):  # configure() exports its own:
+        if var in os.environ:  # put the session store's back afterwards
+            monkeypatch.setenv(var, os.environ[var])
+        else:
+            monkeypatch.delenv(var, raising=False)
     local = LocalPodman(tmp_path / "store")
     env = {**os.environ, **local.configure(), "TRAINIMG_PODMAN_ROOT": str(local.root)}
     for var in ("CONTAINER_HOST", "DOCKER_HOST"):
