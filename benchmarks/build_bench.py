@@ -24,6 +24,7 @@ from pathlib import Path
 
 from builder.base_image import BaseSpec, make_offline_base
 from builder.engines.local_podman import LocalPodman
+from builder.engines.podman import PodmanEngine
 from builder.wheelhouse import fill
 from builder.workspace import open_workspace
 
@@ -149,10 +150,14 @@ def main() -> int:
         trainer, note = standin_trainer(work / "standin" / "trainer"), "a stand-in trainer"
     rows = []
     try:
-        t0 = time.monotonic()
-        make_offline_base(BaseSpec(tag=BASE_TAG), base_cache, local.podman)
-        base_s = time.monotonic() - t0
         url = local.start_service()
+        t0 = time.monotonic()
+        importer = PodmanEngine(url)
+        try:
+            make_offline_base(BaseSpec(tag=BASE_TAG), base_cache, importer)
+        finally:
+            importer.close()
+        base_s = time.monotonic() - t0
         for kind in ("podman", "docker") if args.engine == "both" else (args.engine,):
             rows.append(bench(kind, url, wheelhouse, trainer, work, env))
     finally:

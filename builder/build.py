@@ -31,6 +31,8 @@ from builder.engines.base import Engine, EngineError, ImageInfo, short_id
 from builder.errors import TrainimgError
 from builder.labels import PREFIX
 from builder.matrix.model import Cell
+from builder.registry.auth import refuse_credentials_in_buildargs
+from builder.registry.pull import pull_base
 from builder.render import render_all
 from builder.wheelhouse import Selection, select
 from builder.workspace import Workspace
@@ -134,8 +136,9 @@ def _base(engine: Engine, cell: Cell, pull: bool) -> tuple[ImageInfo | None, boo
                 "against the same engine store"
             )
         return engine.inspect_image(ref), False
-    if pull:
-        return (engine.inspect_image(ref) if present else None), True
+    if pull:  # pulled now, by trainimg with the registry's credentials; the build never pulls
+        pull_base(engine, ref, cell.name)
+        return engine.inspect_image(ref), False
     if not present:
         raise TrainimgError(
             f"cell {cell.name}: base image {ref} is not in the engine's store: pass --pull to "
@@ -154,6 +157,7 @@ def plan_cells(
     version = trainer_version(trainer_dir)
     texts = _check_drift(ws, cells)
     buildargs = dict(opts.buildargs)
+    refuse_credentials_in_buildargs(buildargs)
     network = opts.network or "none"  # wheels come from the wheelhouse; nothing is downloaded
     if opts.wheelhouse is None:
         raise TrainimgError(
@@ -269,7 +273,8 @@ def _now() -> str:
 
 
 def _record(plan: Plan, info: ImageInfo, engine: Engine, built_at: str) -> lockfile.BuildRecord:
-    base_digest = plan.base.digest if plan.base is not None else None
+    # a pinned base: the digest it was pulled by (checked then); else what the engine reports
+    base_digest = plan.cell.os.digest or (plan.base.digest if plan.base is not None else None)
     if plan.base is None:  # pulled by this build: look at what arrived
         with contextlib.suppress(EngineError):
             base_digest = engine.inspect_image(plan.base_ref).digest

@@ -18,7 +18,10 @@ from builder.commands import (
     compat_cmd,
     env_cmd,
     matrix_cmd,
+    pin_cmd,
     preflight_cmd,
+    prune_cmd,
+    push_cmd,
     render_cmd,
     run_cmd,
     slurm_cmd,
@@ -40,6 +43,9 @@ COMMANDS = (
     env_cmd,
     run_cmd,
     slurm_cmd,
+    push_cmd,
+    pin_cmd,
+    prune_cmd,
 )
 
 

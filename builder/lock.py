@@ -1,19 +1,27 @@
 """images/lock.json: the record of what was built, per cell (schema 1, docs/build.md).
 
     {"schema": 1, "cells": {"<cell>": {"image_id", "tags", "digest", "size", "base_image",
-     "base_digest", "labels", "torch", "cuda", "engine", "built_at", "content_hash"}}}
+     "base_digest", "labels", "torch", "cuda", "engine", "built_at", "content_hash",
+     "pushed": {"<registry>/<repo>:<tag>": "sha256:..."}}}}
 
-Written only after a cell's build and tags succeeded, one cell at a time, atomically (temp file,
-fsync, rename, fsync of the directory): a failed or interrupted build leaves the previous record
-as it was. Keys are sorted, so the file diffs cleanly when committed.
+Written only after a cell's build and tags succeeded (or its push), one cell at a time,
+atomically (temp file, fsync, rename, fsync of the directory): a failed or interrupted build
+leaves the previous record as it was. Every read-modify-write holds an exclusive fcntl lock on
+`<lock>.lock`, so concurrent trainimg processes (and threads) never lose each other's records.
+Keys are sorted, so the file diffs cleanly when committed. A file of a newer schema is refused,
+never rewritten.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import fcntl
 import json
 import os
 import threading
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,17 +51,19 @@ class BuildRecord:
     engine: str
     built_at: str
     content_hash: str
+    pushed: dict[str, str] = field(default_factory=dict)  # registry ref -> manifest digest
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BuildRecord:
-        keys = set(cls.__dataclass_fields__)
-        absent = keys - data.keys()
+        fields = dataclasses.fields(cls)
+        required = {f.name for f in fields if f.default_factory is dataclasses.MISSING}
+        absent = required - data.keys()
         if absent:
             raise LockFileError(f"lock record lacks {', '.join(sorted(absent))}")
-        return cls(**{k: data[k] for k in keys})
+        return cls(**{f.name: data[f.name] for f in fields if f.name in data})
 
 
 def read(path: Path) -> dict[str, BuildRecord]:
@@ -66,11 +76,13 @@ def read(path: Path) -> dict[str, BuildRecord]:
         raise LockFileError(
             f"{path}: unreadable ({exc}); restore it from git or delete it"
         ) from None
-    if (
-        not isinstance(data, dict)
-        or data.get("schema") != SCHEMA
-        or not isinstance(data.get("cells"), dict)
-    ):
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if isinstance(schema, int) and schema > SCHEMA:
+        raise LockFileError(
+            f"{path}: written by a newer trainimg (lock schema {schema}; this one reads "
+            f"{SCHEMA}): upgrade trainimg; the file is left as it is"
+        )
+    if not isinstance(data, dict) or schema != SCHEMA or not isinstance(data.get("cells"), dict):
         raise LockFileError(f"{path}: not a trainimg lock (schema {SCHEMA} with `cells`)")
     try:
         return {name: BuildRecord.from_json(rec) for name, rec in data["cells"].items()}
@@ -83,13 +95,31 @@ def dumps(records: dict[str, BuildRecord]) -> str:
     return json.dumps({"schema": SCHEMA, "cells": cells}, indent=2, sort_keys=True) + "\n"
 
 
-def update(path: Path, cell: str, record: BuildRecord) -> None:
-    """Set one cell's record, keeping every other cell's as it is on disk now."""
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Exclusive access to the lock file `path` across threads and processes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     with _LOCK:
+        fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the flock
+
+
+def modify(path: Path, change: Callable[[dict[str, BuildRecord]], None]) -> None:
+    """Read, change in place, write back: all under the lock."""
+    with locked(path):
         records = read(path)
-        records[cell] = record
+        change(records)
         atomic_write(path, dumps(records))
         _fsync_dir(path.parent)
+
+
+def update(path: Path, cell: str, record: BuildRecord) -> None:
+    """Set one cell's record, keeping every other cell's as it is on disk now."""
+    modify(path, lambda records: records.__setitem__(cell, record))
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -98,7 +98,7 @@ def context(cell: Cell, project: Project) -> dict[str, Any]:
         "cell": cell,
         "content_hash": cell.content_hash,
         "base_ref": cell.os.base_ref,
-        "pinned": bool(cell.os.digest or cell.os.local),
+        "pinned": bool(cell.os.digest),  # a digest only: a local base is not pinned
         "os_pins": os_pins,
         "cuda_repo": repo,
         "devel_repos": list(cell.os.devel_repos) if cell.flavour == "devel" else [],

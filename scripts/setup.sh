@@ -5,17 +5,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need_apt=()
+# tool -> Debian package. docker.io gives dockerd (the tests start a private Docker Engine),
+# docker-registry a local registry for push/pin tests, apache2-utils htpasswd, openssl a CA;
 # dnf, rpmbuild, createrepo_c (packages dnf, rpm, createrepo-c): tests/el9 resolves every EL9
 # package spec with dnf 4.14 / libdnf 0.69, the versions EL9 ships.
-for tool in podman buildah runc debootstrap dnf rpmbuild createrepo_c; do
-    command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
+declare -A apt_pkg=([podman]=podman [buildah]=buildah [runc]=runc [debootstrap]=debootstrap
+    [/usr/sbin/dockerd]=docker.io [docker-registry]=docker-registry [htpasswd]=apache2-utils
+    [openssl]=openssl [dnf]=dnf [rpmbuild]=rpm [createrepo_c]=createrepo-c)
+need_apt=()
+for tool in "${!apt_pkg[@]}"; do
+    command -v "$tool" >/dev/null 2>&1 || need_apt+=("${apt_pkg[$tool]}")
 done
 if ((${#need_apt[@]})); then
     echo "setup: installing ${need_apt[*]} from Debian" >&2
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq podman buildah runc debootstrap dnf rpm createrepo-c >/dev/null
+    apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
 if [ ! -x .venv/bin/python ]; then

@@ -49,11 +49,17 @@ def podman_service(local_podman: LocalPodman) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def offline_base(local_podman: LocalPodman) -> str:
-    """localhost/trainimg-base:bookworm, made with debootstrap -> podman import if missing."""
+def offline_base(podman_service: str) -> str:
+    """localhost/trainimg-base:bookworm, made with debootstrap -> import (podman-py) if missing."""
+    from builder.engines.podman import PodmanEngine
+
     if shutil.which("debootstrap") is None:
         pytest.skip("debootstrap not installed: run scripts/setup.sh")
-    make_offline_base(BaseSpec(tag=BASE_TAG), CACHE / "base", local_podman.podman)
+    engine = PodmanEngine(podman_service)
+    try:
+        make_offline_base(BaseSpec(tag=BASE_TAG), CACHE / "base", engine)
+    finally:
+        engine.close()
     return BASE_TAG
 
 

@@ -1,18 +1,19 @@
-"""`trainimg base`: make the offline base image of every local (air-gapped) OS in the matrix."""
+"""`trainimg base`: make the offline base image of every local (air-gapped) OS in the matrix,
+through whichever engine discovery finds (podman or Docker Engine)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from builder.base_image import BaseSpec, make_offline_base
-from builder.commands.common import shared_options, workspace
-from builder.engines.discover import isolated_store
-from builder.engines.local_podman import ROOT_ENV, podman_cli
+from builder.commands.common import add_engine_options, shared_options, workspace
+from builder.engines.base import Engine
+from builder.engines.discover import engine_session
+from builder.engines.local_podman import ROOT_ENV
 from builder.errors import TrainimgError
 from builder.matrix.model import OsSpec
 
@@ -23,15 +24,17 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "base",
         parents=[shared_options()],
-        help="make the offline base image(s) for local OSes (debootstrap -> podman import)",
+        help="make the offline base image(s) for local OSes (debootstrap -> engine import)",
         description=(
             "Make the base image of every OS the matrix marks `local: true`, with debootstrap "
-            "from Debian's mirror and `podman import`; no container registry is needed. Set "
-            f"${ROOT_ENV} to use an isolated podman store (as CI does); without it, the "
-            "checkout's store .cache/podman is used when it exists and no engine of the host's "
-            "answers (docs/build.md)."
+            "from Debian's mirror (plus the -updates and -security suites) and an import "
+            "through the engine's API (podman or Docker Engine); no container registry is "
+            f"needed. Set ${ROOT_ENV} to use an isolated podman store (as CI does); without it, "
+            "the checkout's store .cache/podman is used when it exists and no engine of the "
+            "host's answers (docs/build.md)."
         ),
     )
+    add_engine_options(p)
     p.add_argument(
         "--cache",
         default=os.environ.get("TRAINIMG_CACHE", ".cache"),
@@ -48,29 +51,25 @@ def run(args: argparse.Namespace) -> int:
     if not local_oses:
         print("no OS in the matrix is marked local: nothing to make")
         return 0
-    store = isolated_store()
-    try:
-        _make(args, local_oses, podman_cli(store))
-    finally:
-        if store is not None:
-            store.release()  # `podman import` leaves the store's graph root mounted
+    with engine_session(args.engine, args.url) as engine:
+        for os_spec in local_oses:
+            _make(args, os_spec, engine)
     return 0
 
 
-def _make(args: argparse.Namespace, local_oses: list[OsSpec], podman: Callable[..., str]) -> None:
-    for os_spec in local_oses:
-        suite = SUITES.get(os_spec.distro.key)
-        if suite is None:
-            raise TrainimgError(
-                f"oses.{os_spec.key}: no offline base recipe for {os_spec.distro.name} "
-                f"(recipes exist for: {', '.join(SUITES)})"
-            )
-        spec = BaseSpec(tag=os_spec.base, suite=suite, mirror=args.mirror)
-        made = make_offline_base(
-            spec,
-            Path(args.cache) / "base",
-            podman,
-            force=args.force,
-            log=lambda m: print(f"base: {m}", file=sys.stderr),
+def _make(args: argparse.Namespace, os_spec: OsSpec, engine: Engine) -> None:
+    suite = SUITES.get(os_spec.distro.key)
+    if suite is None:
+        raise TrainimgError(
+            f"oses.{os_spec.key}: no offline base recipe for {os_spec.distro.name} "
+            f"(recipes exist for: {', '.join(SUITES)})"
         )
-        print(f"{spec.tag}: {'made' if made else 'present'}")
+    spec = BaseSpec(tag=os_spec.base, suite=suite, mirror=args.mirror)
+    made = make_offline_base(
+        spec,
+        Path(args.cache) / "base",
+        engine,
+        force=args.force,
+        log=lambda m: print(f"base: {m}", file=sys.stderr),
+    )
+    print(f"{spec.tag}: {'made' if made else 'present'} ({engine.name})")

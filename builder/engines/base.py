@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from builder.errors import TrainimgError
+from builder.registry.auth import Credentials
 
 LogSink = Callable[[str], None]
 
@@ -100,7 +101,11 @@ class RunSpec:
 
 
 class Engine(Protocol):
-    name: str  # "podman" or "docker"
+    @property
+    def name(self) -> str:
+        """ "podman" or "docker"."""
+        ...
+
     base_url: str
 
     def version(self) -> str: ...
@@ -153,14 +158,32 @@ class Engine(Protocol):
         """Names of all containers (running or not), optionally only those with this label."""
         ...
 
+    def image_tags(self, repository: str) -> list[str]:
+        """The tags of `repository` (registry/path, no tag) in the engine's store, sorted."""
+        ...
+
+    def import_image(self, tarball: Path, ref: str, changes: Sequence[str] = ()) -> str:
+        """`ref` from a root filesystem tarball, with Dockerfile-style `changes`; its id."""
+        ...
+
+    def push(self, ref: str, creds: Credentials | None = None, *, tls_verify: bool = True) -> None:
+        """Push `ref` (registry/repo:tag); credentials travel only in the request header."""
+        ...
+
+    def pull(self, ref: str, creds: Credentials | None = None, *, tls_verify: bool = True) -> None:
+        """Pull `ref` (by tag or digest) into the engine's store."""
+        ...
+
     def close(self) -> None: ...
 
 
 # --- shared helpers ------------------------------------------------------------------------
 
 _HEX64 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
-_STEP = re.compile(r"^(?:\[\d+/\d+\] )?STEP \d+/\d+: ")  # "[2/3] STEP ..." in multi-stage builds
-_CACHE = re.compile(r"^--> Using cache ")
+# buildah says "STEP 3/9: RUN ..." ("[2/3] STEP ..." in multi-stage builds) and "--> Using cache
+# <id>"; Docker's classic builder says "Step 3/9 : RUN ..." and " ---> Using cache".
+_STEP = re.compile(r"^(?:\[\d+/\d+\] )?(?:STEP|Step) \d+/\d+ ?: ")
+_CACHE = re.compile(r"^(?:-->| --->) Using cache")
 
 
 def normalize_id(image_id: str) -> str:

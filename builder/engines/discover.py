@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from builder.engines import service_users
 from builder.engines.base import Engine, EngineError, EngineUnavailable
 from builder.engines.local_podman import ROOT_ENV, LocalPodman
 
@@ -68,15 +69,22 @@ class Endpoint:
         return DockerEngine(self.url)
 
     started_at: float = 0.0
+    joined: bool = False  # True when this process counts as a user of the isolated service
 
     def close(self) -> None:
-        """Stop the isolated service if this process started it. A build the service was
-        running when it stopped (Ctrl-C) leaves buildah's working container in storage, and a
-        container it started may still run: those created since the service started are
-        removed, and the store is released (unmounted), so nothing stray is left behind."""
-        if not (self.started and self.local is not None):
+        """Stop the isolated service when this process is its last user (two trainimg commands
+        on one store share it: engines/service_users.py). A build the service was running when
+        it stopped (Ctrl-C) leaves buildah's working container in storage, and a container it
+        started may still run: those created since this command began are removed, and the
+        store is released (unmounted), so nothing stray is left behind."""
+        if not (self.joined and self.local is not None):
             return
-        self.local.stop_service(release=False)
+        self.joined = False
+        with service_users.locked(self.local.root):
+            last = service_users.leave(self.local.root)  # the last user stops it, by its pid
+        if not last:
+            return  # another trainimg command still uses the service (it outlives us)
+        self.local.stop_service(release=False)  # reap our own child, if we started it
         self.started = False
         with contextlib.suppress(EngineError, ValueError, OSError, subprocess.SubprocessError):
             listed = json.loads(self.local.podman("ps", "--all", "--external", "--format", "json"))
@@ -241,17 +249,19 @@ def discover(
         return Endpoint(choice.kind, choice.url, choice.source)
     local = LocalPodman(choice.store)
     since = int(time.time())
-    answering = unix_ping(local.socket_path)
-    try:
-        found = local.start_service()
-    except EngineError as exc:
-        raise EngineUnavailable(f"{choice.source}: {exc}") from None
-    except BaseException:
-        local.stop_service()  # Ctrl-C while it starts: leave no service behind
-        raise
+    with service_users.locked(local.root):  # one starter at a time; users counted
+        answering = unix_ping(local.socket_path)
+        try:
+            found = local.start_service()
+        except EngineError as exc:
+            raise EngineUnavailable(f"{choice.source}: {exc}") from None
+        except BaseException:
+            local.stop_service()  # Ctrl-C while it starts: leave no service behind
+            raise
+        service_users.join(local.root, local.service_pid)
     if not answering:
         log(f"started an isolated podman service on {found} ({choice.source})")
-    return Endpoint(choice.kind, found, choice.source, local, not answering, since)
+    return Endpoint(choice.kind, found, choice.source, local, not answering, since, joined=True)
 
 
 def isolated_store(env: Mapping[str, str] | None = None) -> LocalPodman | None:

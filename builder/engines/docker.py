@@ -1,16 +1,15 @@
-"""The docker engine: the docker SDK, against Docker or podman's Docker-compatible API.
+"""The docker engine: the docker SDK, against Docker Engine or podman's Docker-compatible API.
 
-API version 1.41 is pinned (podman 4.3's compat level; Docker accepts it too). Builds stream
-through the low-level client. A compat-API build on podman makes Docker-format layers, so it
-never reuses the layers of a libpod/CLI build (OCI), only those of earlier compat builds.
+API version 1.41 is pinned (podman 4.3's compat level; Docker 20.10 speaks it). Builds go to
+the classic builder (`/build`; the SDK has no BuildKit session), so Containerfiles use no
+`RUN --mount`. A compat-API build on podman makes Docker-format layers, so it never reuses the
+layers of a libpod/CLI build (OCI), only those of earlier compat builds.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import docker
@@ -18,206 +17,132 @@ import requests
 from docker import errors as derr
 from docker.types import DeviceRequest
 
-from builder.engines.base import (
-    API_TIMEOUT,
-    BUILD_TIMEOUT,
-    BuildLog,
-    BuildResult,
-    EngineError,
-    ImageInfo,
-    ImageNotFound,
-    LogSink,
-    RunResult,
-    RunSpec,
-    drain_text,
-    open_context,
-)
-from builder.engines.common import (
-    MISSING_IMAGE_HINT,
-    container_name,
-    image_info,
-    network_mode,
-    split_ref,
-    volume_binds,
-)
+from builder.engines.base import BUILD_TIMEOUT, EngineError, ImageInfo
+from builder.engines.common import image_info
+from builder.engines.sdk import SdkEngine, json_lines, registry_auth_header, stream_errors
+from builder.registry.auth import Credentials
 
 API_VERSION = "1.41"
-_ID_LINE = re.compile(r"^(?:sha256:)?([0-9a-f]{64})\s*$")
 
 
-class DockerEngine:
+def _auth_config(creds: Credentials | None) -> dict[str, str] | None:
+    return None if creds is None else {"username": creds.username, "password": creds.password}
+
+
+class DockerEngine(SdkEngine):
     name = "docker"
+    not_found = (derr.NotFound,)
+    image_not_found = derr.ImageNotFound
+    api_errors = (derr.APIError, derr.DockerException)
 
-    def __init__(self, base_url: str, *, timeout: float = API_TIMEOUT) -> None:
-        self.base_url = base_url
-        self._client = docker.DockerClient(base_url=base_url, version=API_VERSION, timeout=timeout)
-        self._api_client: Any = self._client.api
+    def _connect(self, base_url: str, timeout: float) -> Any:
+        return docker.DockerClient(base_url=base_url, version=API_VERSION, timeout=timeout)
+
+    @property
+    def _low(self) -> Any:
+        return self._client.api
 
     @contextlib.contextmanager
-    def _api(self, what: str) -> Iterator[None]:
+    def _build_stream(
+        self, body: Any, params: Mapping[str, Any], tags: Sequence[str]
+    ) -> Iterator[Iterator[Mapping[str, Any]]]:
+        stream = self._low.build(
+            fileobj=body,
+            custom_context=True,
+            dockerfile=params["dockerfile"],
+            buildargs=params["buildargs"],
+            labels=params["labels"],
+            network_mode=params["network"],
+            pull=params["pull"],
+            nocache=params["nocache"],
+            rm=True,
+            forcerm=True,
+            decode=True,
+            timeout=BUILD_TIMEOUT,
+        )
         try:
-            yield
-        except derr.ImageNotFound as exc:
-            raise ImageNotFound(f"{what}: {exc.explanation or exc}; {MISSING_IMAGE_HINT}") from None
-        except derr.APIError as exc:
-            raise EngineError(
-                f"docker API at {self.base_url}: {what}: {exc.explanation or exc}"
-            ) from None
-        except (derr.DockerException, requests.exceptions.RequestException) as exc:
-            raise EngineError(f"docker API at {self.base_url}: {what}: {exc}") from None
-
-    def version(self) -> str:
-        with self._api("version"):
-            info = self._client.version()
-        return str(info.get("Version", "unknown"))
-
-    def build(
-        self,
-        context: Path,
-        tags: Sequence[str] = (),
-        *,
-        containerfile: str = "Containerfile",
-        buildargs: Mapping[str, str] | None = None,
-        labels: Mapping[str, str] | None = None,
-        network: str | None = None,
-        pull: bool = False,
-        nocache: bool = False,
-        on_log: LogSink | None = None,
-    ) -> BuildResult:
-        log = BuildLog(on_log)
-        image_id = None
-        with open_context(context) as body, self._api("build"):
-            stream = self._api_client.build(
-                fileobj=body,
-                custom_context=True,
-                dockerfile=containerfile,
-                buildargs=dict(buildargs or {}),
-                labels=dict(labels or {}),
-                network_mode=network,
-                pull=pull,
-                nocache=nocache,
-                rm=True,
-                forcerm=True,
-                decode=True,
-                timeout=BUILD_TIMEOUT,
-            )
-            try:
-                for item in stream:
-                    if item.get("error"):
-                        detail = (item.get("errorDetail") or {}).get("message") or item["error"]
-                        raise log.failed(str(detail))
-                    text = item.get("stream")
-                    if text:
-                        log.feed(str(text))
-                        m = _ID_LINE.match(str(text))
-                        if m:
-                            image_id = m.group(1)
-                    aux = item.get("aux")
-                    if isinstance(aux, dict) and aux.get("ID"):
-                        image_id = str(aux["ID"])
-            finally:
-                close = getattr(stream, "close", None)
-                if close is not None:
-                    close()
-        log.close()
-        if image_id is None:
-            raise log.failed("the build ended without reporting an image id")
-        result = log.result(image_id)
-        for ref in tags:
-            self.tag(result.image_id, ref)
-        return result
+            yield stream
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
 
     def image_exists(self, ref: str) -> bool:
         try:
-            self._api_client.inspect_image(ref)
-        except derr.ImageNotFound:
-            return False
+            self._low.inspect_image(ref)
         except derr.NotFound:
             return False
         except (derr.DockerException, requests.exceptions.RequestException) as exc:
-            raise EngineError(f"docker API at {self.base_url}: image {ref}: {exc}") from None
+            raise EngineError(f"docker at {self.base_url}: image {ref}: {exc}") from None
         return True
 
-    def inspect_image(self, ref: str) -> ImageInfo:
-        with self._api(f"image {ref}"):
-            attrs = self._api_client.inspect_image(ref)
+    def _inspect(self, ref: str) -> ImageInfo:
+        attrs = self._low.inspect_image(ref)
         digests = [d.split("@", 1)[1] for d in attrs.get("RepoDigests") or () if "@" in d]
         return image_info(attrs, digests[0] if digests else None)
 
-    def tag(self, image: str, ref: str) -> None:
-        repo, tag = split_ref(ref)
-        with self._api(f"tag {ref}"):
-            if not self._api_client.tag(image, repo, tag):
-                raise EngineError(f"docker API at {self.base_url}: could not tag {image} as {ref}")
+    def _tag(self, image: str, repo: str, tag: str) -> bool:
+        return bool(self._low.tag(image, repo, tag))
 
-    def remove_image(self, ref: str) -> None:
-        with self._api(f"remove {ref}"), contextlib.suppress(derr.NotFound):
-            self._api_client.remove_image(ref)
+    def _gpu_options(self) -> dict[str, Any]:
+        return {"device_requests": [DeviceRequest(count=-1, capabilities=[["gpu"]])]}
 
-    def _create(self, spec: RunSpec) -> Any:
-        if not self.image_exists(spec.image):
-            raise ImageNotFound(f"image {spec.image}: {MISSING_IMAGE_HINT}")
-        kwargs: dict[str, Any] = {
-            "name": container_name(spec),
-            "command": list(spec.command) or None,
-            "environment": dict(spec.environment),
-            "volumes": volume_binds(spec),
-            "network_mode": network_mode(spec),
-            "labels": dict(spec.labels),
-            "detach": True,
-        }
-        if spec.entrypoint is not None:
-            kwargs["entrypoint"] = list(spec.entrypoint)
-        if spec.user is not None:
-            kwargs["user"] = spec.user
-        if spec.gpus:
-            kwargs["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
-        with self._api(f"create a container of {spec.image}"):
-            return self._client.containers.create(spec.image, **kwargs)
+    def _create_kwargs(self) -> dict[str, Any]:
+        return {"detach": True}
 
-    def run(self, spec: RunSpec, *, timeout: float = 600) -> RunResult:
-        # Never containers.run(detach=False): it hangs against podman 4.3 now and then.
-        container = self._create(spec)
+    def _wait(self, container: Any, timeout: float) -> int:
         try:
-            with self._api(f"run {spec.image}"):
-                container.start()
-                try:
-                    status = container.wait(timeout=timeout)
-                except requests.exceptions.ConnectionError as exc:
-                    if "timed out" not in str(exc).lower():
-                        raise
-                    raise EngineError(
-                        f"{spec.image}: the container ran longer than {timeout:.0f}s"
-                    ) from None
-                except requests.exceptions.ReadTimeout:
-                    raise EngineError(
-                        f"{spec.image}: the container ran longer than {timeout:.0f}s"
-                    ) from None
-                stdout = drain_text(container.logs(stdout=True, stderr=False))
-                stderr = drain_text(container.logs(stdout=False, stderr=True))
+            status = container.wait(timeout=timeout)
+        except requests.exceptions.ConnectionError as exc:
+            if "timed out" not in str(exc).lower():
+                raise
+            raise self._timed_out(container.name, timeout) from None
+        except requests.exceptions.ReadTimeout:
+            raise self._timed_out(container.name, timeout) from None
+        return int(status.get("StatusCode", -1))
+
+    def _remove_container(self, name: str) -> None:
+        self._low.remove_container(name, force=True, v=True)
+
+    def _import(self, body: Any, repo: str, tag: str, changes: Sequence[str]) -> str:
+        response = self._low._post(
+            self._low._url("/images/create"),
+            params={"fromSrc": "-", "repo": repo, "tag": tag, "changes": list(changes)},
+            data=body,
+            headers={"Content-Type": "application/tar"},
+            stream=True,
+            timeout=BUILD_TIMEOUT,
+        )
+        try:
+            self._low._raise_for_status(response)
+            image_id = ""
+            for item in json_lines(response):
+                if item.get("error"):
+                    raise EngineError(f"docker import {repo}:{tag}: {item['error']}")
+                status = str(item.get("status") or "")
+                if status.startswith("sha256:"):
+                    image_id = status
+            return image_id
         finally:
-            self.remove_container(container.name)
-        return RunResult(int(status.get("StatusCode", -1)), stdout, stderr)
+            response.close()
 
-    def start(self, spec: RunSpec) -> str:
-        container = self._create(spec)
+    def _push(self, repo: str, tag: str, creds: Credentials | None, tls_verify: bool) -> None:
+        items = self._low.push(
+            repo, tag=tag, auth_config=_auth_config(creds), stream=True, decode=True
+        )
+        stream_errors(items, f"push {repo}:{tag}")
+
+    def _pull(self, ref: str, creds: Credentials | None, tls_verify: bool) -> None:
+        params = {"fromImage": ref}
+        response = self._low._post(
+            self._low._url("/images/create"),
+            params=params,
+            headers=registry_auth_header(creds),
+            stream=True,
+            timeout=BUILD_TIMEOUT,
+        )
         try:
-            with self._api(f"start {spec.image}"):
-                container.start()
-        except BaseException:
-            self.remove_container(container.name)
-            raise
-        return str(container.name)
-
-    def remove_container(self, name: str) -> None:
-        with self._api(f"remove container {name}"), contextlib.suppress(derr.NotFound):
-            self._api_client.remove_container(name, force=True, v=True)
-
-    def containers(self, label: str | None = None) -> list[str]:
-        filters = {"label": label} if label else None
-        with self._api("list containers"):
-            found = self._client.containers.list(all=True, filters=filters)
-        return sorted(str(c.name) for c in found)
-
-    def close(self) -> None:
-        self._client.close()
+            self._low._raise_for_status(response)
+            stream_errors(json_lines(response), f"pull {ref}")
+        finally:
+            response.close()

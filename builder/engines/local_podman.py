@@ -95,6 +95,11 @@ class LocalPodman:
     def url(self) -> str:
         return f"unix://{self.socket_path}"
 
+    @property
+    def service_pid(self) -> int | None:
+        """The pid of the service this object started (None when it started none)."""
+        return self._service.pid if self._service is not None else None
+
     def env(self) -> dict[str, str]:
         return {
             "CONTAINERS_CONF": str(self.root / "containers.conf"),

@@ -12,12 +12,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from builder import cli
 from builder.engines.local_podman import LocalPodman
+from tests.build.dockerd import DOCKERD, Dockerd
 from tests.build.helpers import REPO, CliResult, MakeProject, RunCli, repo_refs
+from tests.build.registry import REGISTRY as REGISTRY_BIN
+from tests.build.registry import Registry
+from tests.conftest import CACHE
 
 
 @pytest.fixture
@@ -151,3 +156,58 @@ def _handler(seen: list[str]) -> type[BaseHTTPRequestHandler]:
             self._send(500, {"message": msg, "cause": msg, "response": 500})
 
     return Handler
+
+
+# --- a private Docker Engine and registries --------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def dockerd() -> Iterator[Dockerd]:
+    """Debian's dockerd with its own dirs under the test cache; stopped by its pid after the
+    session, and nothing of it may stay mounted."""
+    if shutil.which(DOCKERD) is None:
+        pytest.skip("dockerd (docker.io) is not installed: run scripts/setup.sh")
+    daemon = Dockerd(CACHE / "dockerd")
+    daemon.start()
+    try:
+        yield daemon
+    finally:
+        left = daemon.stop()
+        assert left == [], f"dockerd left mounts behind: {left}"
+
+
+@pytest.fixture(scope="session")
+def dockerd_base(dockerd: Dockerd) -> str:
+    """The offline base, imported into the private Docker Engine through the docker SDK (the
+    rootfs tarball is the one the podman fixtures cached); the engine's unix:// URL."""
+    from builder.base_image import BaseSpec, make_offline_base
+    from builder.engines.docker import DockerEngine
+    from tests.conftest import BASE_TAG
+
+    engine = DockerEngine(dockerd.url)
+    try:
+        make_offline_base(BaseSpec(tag=BASE_TAG), CACHE / "base", engine)
+    finally:
+        engine.close()
+    return dockerd.url
+
+
+@pytest.fixture
+def registries(tmp_path: Path) -> Iterator[Callable[..., Registry]]:
+    """Start docker-registry instances (auth and TLS optional); all stopped afterwards."""
+    if shutil.which(REGISTRY_BIN) is None:
+        pytest.skip("docker-registry is not installed: run scripts/setup.sh")
+    started: list[Registry] = []
+
+    def start(**kw: Any) -> Registry:
+        reg = Registry(tmp_path / f"registry-{len(started)}", **kw)
+        started.append(reg)
+        reg.start()
+        return reg
+
+    try:
+        yield start
+    finally:
+        for reg in started:
+            reg.stop()
+            shutil.rmtree(reg.root / "data", ignore_errors=True)  # pushed images: GBs

@@ -11,12 +11,14 @@ from pathlib import Path
 from builder.engines.base import (
     BuildLog,
     BuildResult,
+    EngineError,
     ImageInfo,
     ImageNotFound,
     LogSink,
     RunResult,
     RunSpec,
 )
+from builder.registry.auth import Credentials
 
 
 @dataclass
@@ -24,6 +26,7 @@ class FakeStore:
     images: dict[str, dict[str, str]] = field(default_factory=dict)  # id -> labels
     names: dict[str, str] = field(default_factory=dict)  # ref -> id
     builds: int = 0
+    pulls: list[str] = field(default_factory=list)
     # Hooks: called at the named moment (may raise).
     on_build: Callable[[Path], None] | None = None
     on_tag: Callable[[str], None] | None = None
@@ -120,3 +123,19 @@ class FakeEngine:
 
     def close(self) -> None:
         pass
+
+    def image_tags(self, repository: str) -> list[str]:
+        return [r.removeprefix(repository + ":") for r in self.store.refs(repository)]
+
+    def import_image(self, tarball: Path, ref: str, changes: Sequence[str] = ()) -> str:
+        raise NotImplementedError
+
+    def push(self, ref: str, creds: Credentials | None = None, *, tls_verify: bool = True) -> None:
+        raise NotImplementedError
+
+    def pull(self, ref: str, creds: Credentials | None = None, *, tls_verify: bool = True) -> None:
+        """A registry with every image in it, except names containing "missing"."""
+        if "missing" in ref:
+            raise EngineError(f"pull {ref}: manifest unknown")
+        self.store.pulls.append(ref)
+        self.store.add(ref)

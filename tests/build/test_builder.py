@@ -279,7 +279,9 @@ def test_missing_bases(ws: Workspace, trainer: Path, tmp_path: Path) -> None:
     (plan,) = plan_cells(
         ws, [remote], empty, BuildOptions(trainer_dir=trainer, pull=True, wheelhouse=wh)
     )
-    assert plan.pull and plan.base is None
+    # --pull: trainimg pulls the base while planning (credentials never reach the build)
+    assert empty.store.pulls == [remote.os.base_ref]
+    assert not plan.pull and plan.base is not None
     local_only = FakeStore()
     local_only.add(ws.cell(CPU_CELL).os.base_ref)
     (plan,) = plan_cells(

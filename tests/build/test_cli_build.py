@@ -16,6 +16,7 @@ import pytest
 from builder.engines.local_podman import LocalPodman
 from builder.wheelhouse import LOCK_NAME
 from tests.build.helpers import CPU_CELL, REPO, MakeProject, RunCli, repo_refs
+from tests.conftest import CACHE
 
 pytestmark = [pytest.mark.engine]
 
@@ -50,6 +51,8 @@ def common(matrix: Path, url: str, repo: str, trainer: Path, lock: Path) -> list
         str(trainer),
         "--lock",
         str(lock),
+        "--wheelhouse",  # the `wheelhouse` fixture's; a test may pass another after this
+        str(CACHE / "wheelhouse"),
     ]
 
 
@@ -104,6 +107,7 @@ def test_wheelhouse_without_a_needed_wheel_names_it(
     assert repo_refs(local_podman, repo) == []  # nothing half-built was tagged
 
 
+@pytest.mark.usefixtures("wheelhouse")
 def test_failing_run_step_reports_the_cell_and_its_log(
     make_project: MakeProject,
     run_cli: RunCli,
@@ -126,6 +130,7 @@ def test_failing_run_step_reports_the_cell_and_its_log(
     assert repo_refs(local_podman, repo) == []
 
 
+@pytest.mark.usefixtures("wheelhouse")
 def test_ctrl_c_leaves_no_tags_and_no_half_written_lock(
     make_project: MakeProject,
     podman_service: str,
@@ -190,6 +195,7 @@ def build_containers(local_podman: LocalPodman) -> list[str]:
     return out.split()
 
 
+@pytest.mark.usefixtures("wheelhouse")
 def test_build_and_skip_through_the_cli(
     make_project: MakeProject,
     run_cli: RunCli,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from builder import lock
 from builder.lock import BuildRecord, LockFileError
 
 KEYS = {"image_id", "tags", "digest", "size", "base_image", "base_digest", "labels", "torch",
-        "cuda", "engine", "built_at", "content_hash"}  # fmt: skip
+        "cuda", "engine", "built_at", "content_hash", "pushed"}  # fmt: skip
 
 
 def record(image: str = "sha256:" + "a" * 64, chash: str = "0123456789abcdef") -> BuildRecord:
@@ -65,7 +66,8 @@ def test_failed_write_leaves_previous_lock(tmp_path: Path, monkeypatch: pytest.M
         lock.update(path, "two", record("sha256:" + "b" * 64))
     monkeypatch.undo()
     assert path.read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["lock.json"]  # no temp file left
+    # no temp file left (lock.json.lock is the fcntl lock's, empty)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lock.json", "lock.json.lock"]
 
 
 def test_absent_is_empty_and_garbage_is_refused(tmp_path: Path) -> None:
@@ -74,9 +76,50 @@ def test_absent_is_empty_and_garbage_is_refused(tmp_path: Path) -> None:
     path.write_text("{not json")
     with pytest.raises(LockFileError, match="unreadable"):
         lock.read(path)
-    path.write_text(json.dumps({"schema": 2, "cells": {}}))
+    path.write_text(json.dumps({"schema": "one", "cells": {}}))
     with pytest.raises(LockFileError, match="schema 1"):
         lock.read(path)
     path.write_text(json.dumps({"schema": 1, "cells": {"c": {"image_id": "x"}}}))
     with pytest.raises(LockFileError, match="lacks"):
         lock.read(path)
+
+
+def test_a_lock_of_a_newer_schema_is_refused_and_kept(tmp_path: Path) -> None:
+    path = tmp_path / "lock.json"
+    newer = json.dumps({"schema": 2, "cells": {}, "future": True}) + "\n"
+    path.write_text(newer)
+    with pytest.raises(LockFileError, match=r"lock.json: written by a newer trainimg .*schema 2"):
+        lock.update(path, "cell", record())
+    assert path.read_text() == newer
+
+
+def test_an_old_record_without_pushed_still_reads(tmp_path: Path) -> None:
+    path = tmp_path / "lock.json"
+    old = record().to_json()
+    del old["pushed"]
+    path.write_text(json.dumps({"schema": 1, "cells": {"cell": old}}))
+    assert lock.read(path)["cell"].pushed == {}
+
+
+def _writer(path: str, writer: int, count: int) -> None:
+    for i in range(count):
+        lock.update(Path(path), f"w{writer}-{i:03d}", record(chash=f"{writer:04d}{i:012d}"))
+
+
+@pytest.mark.parametrize("writers", [2, 4, 8])
+def test_concurrent_writer_processes_lose_no_record(tmp_path: Path, writers: int) -> None:
+    """N processes update one lock file at once (each read-modify-write under the fcntl
+    lock): every record of every writer is there afterwards."""
+    path = tmp_path / "images" / "lock.json"
+    count = 25
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_writer, args=(str(path), w, count)) for w in range(writers)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    records = lock.read(path)
+    assert len(records) == writers * count  # lost: 0
+    assert records["w0-000"].content_hash == "0000000000000000"
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".lock.json.")]

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from builder.engines.base import BuildResult, ImageInfo, ImageNotFound, RunResult, RunSpec
+from builder.registry.auth import Credentials
 
 
 @dataclass
@@ -64,6 +65,18 @@ class FakeEngine:
 
     def close(self) -> None:
         self.closed = True
+
+    def image_tags(self, repository: str) -> list[str]:
+        raise NotImplementedError
+
+    def import_image(self, tarball: Path, ref: str, changes: Sequence[str] = ()) -> str:
+        raise NotImplementedError
+
+    def push(self, ref: str, creds: Credentials | None = None, *, tls_verify: bool = True) -> None:
+        raise NotImplementedError
+
+    def pull(self, ref: str, creds: Credentials | None = None, *, tls_verify: bool = True) -> None:
+        raise NotImplementedError
 
 
 def image_info(

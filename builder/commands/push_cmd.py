@@ -1,0 +1,117 @@
+"""`trainimg push [CELL ...] --registry HOST[:PORT]/REPO`: push built cells under their cell
+tag and their content-hash tag, and record the pushed manifest digest in the lock file.
+
+Only cells with a lock record are pushed, and only the image that record names. The registry
+is asked first (reachable? credentials taken?), so bad input fails before anything moves
+(exit 2). Each push is retried; a push that still fails exits 1 and records nothing for its
+cell. Credentials travel in the push request's header only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from builder import lock as lockfile
+from builder.commands.common import add_engine_options, shared_options, workspace
+from builder.engines.base import Engine, EngineError
+from builder.engines.discover import engine_session
+from builder.errors import TrainimgError
+from builder.registry import auth, reference
+from builder.registry.client import RegistryClient
+
+RETRIES = 3
+
+
+class PushFailed(TrainimgError):
+    exit_code = 1
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "push",
+        parents=[shared_options()],
+        help="push built cells to a registry and record their digests",
+        description=(
+            "Push each CELL (default: project.default_cell) that the lock file records, as "
+            "REGISTRY/REPO:<cell> and REGISTRY/REPO:<content hash>, and record the manifest "
+            "digest under `pushed` in its lock record. Credentials: $REGISTRY_AUTH_FILE, "
+            "${XDG_RUNTIME_DIR}/containers/auth.json, ~/.docker/config.json. Exit codes: 0 "
+            "pushed, 1 a push failed after retries, 2 bad input (unknown cell, unbuilt cell, "
+            "unreachable registry, refused credentials)."
+        ),
+    )
+    p.add_argument("cells", nargs="*", metavar="CELL", help="cells to push")
+    p.add_argument("--all", action="store_true", help="every cell the lock file records")
+    p.add_argument("--registry", required=True, metavar="HOST[:PORT]/REPO")
+    p.add_argument("--lock", help="the lock file (default: images/lock.json)")
+    p.add_argument("--retries", type=int, default=RETRIES, help="tries per push (default: 3)")
+    add_engine_options(p)
+    p.set_defaults(func=run)
+
+
+def _push(engine: Engine, ref: str, creds: auth.Credentials | None, tries: int, tls: bool) -> None:
+    for attempt in range(1, tries + 1):
+        try:
+            engine.push(ref, creds, tls_verify=tls)
+            return
+        except EngineError as exc:
+            if attempt == tries:
+                raise PushFailed(f"push {ref} failed after {tries} tries: {exc}") from None
+            print(f"push {ref}: try {attempt} failed ({exc}); retrying", file=sys.stderr)
+            time.sleep(min(2**attempt, 10))
+
+
+def run(args: argparse.Namespace) -> int:
+    ws = workspace(args, strict=False)
+    target = reference.parse(args.registry, what="--registry")
+    if target.tag or target.digest:
+        raise TrainimgError(f"--registry {args.registry}: give HOST[:PORT]/REPO, without a tag")
+    lock_path = Path(args.lock) if args.lock else ws.root / lockfile.DEFAULT_PATH
+    records = lockfile.read(lock_path)
+    names = sorted(records) if args.all else args.cells or [ws.matrix.project.default_cell]
+    for name in names:
+        ws.cell(name)  # unknown cell: exit 2 naming it
+        if name not in records:
+            raise TrainimgError(f"cell {name}: no record in {lock_path}: `trainimg build` it first")
+    creds = auth.lookup(target.registry, os.environ)
+    tls = not reference.is_insecure(target.registry)
+    client = RegistryClient(target.registry, creds)
+    try:
+        client.ping()
+        with engine_session(args.engine, args.url) as engine:
+            for name in names:
+                rec = records[name]
+                if not engine.image_exists(rec.image_id):
+                    raise TrainimgError(
+                        f"cell {name}: image {rec.image_id} of {lock_path} is not in the "
+                        f"{engine.name} store: build it again"
+                    )
+                refs = [f"{target.name}:{name}", f"{target.name}:{rec.content_hash}"]
+                pushed = {}
+                for ref in refs:
+                    engine.tag(rec.image_id, ref)
+                    _push(engine, ref, creds, max(1, args.retries), tls)
+                    pushed[ref] = client.manifest_digest(reference.parse(ref))
+                _record(lock_path, name, rec.image_id, pushed)
+                for ref, digest in pushed.items():
+                    print(f"{ref} {digest}")
+    finally:
+        client.close()
+    return 0
+
+
+def _record(lock_path: Path, cell: str, image_id: str, pushed: dict[str, str]) -> None:
+    def change(records: dict[str, lockfile.BuildRecord]) -> None:
+        rec = records.get(cell)
+        if rec is None or rec.image_id != image_id:
+            raise TrainimgError(
+                f"cell {cell}: {lock_path} changed while pushing (rebuilt?): nothing recorded"
+            )
+        rec.pushed.update(pushed)
+
+    lockfile.modify(lock_path, change)

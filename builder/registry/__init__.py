@@ -1,0 +1,1 @@
+"""Talking to container registries: references, credentials, the v2 HTTP API, pinning."""

@@ -1,0 +1,55 @@
+"""Identical inputs give an identical image: a `--force` rebuild of an unchanged cell yields the
+same image id, 5 times out of 5, through each SDK (labels and build inputs travel in a stable
+order; every step comes from the layer cache)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from builder.build import Builder, BuildOptions, plan_cells
+from builder.engines.base import Engine
+from builder.workspace import open_workspace
+from tests.build.helpers import CPU_CELL, REPO
+from tests.build.test_engines_build import ENGINES, engine_url
+from tests.conftest import CACHE
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+REBUILDS = 5
+
+
+@pytest.mark.parametrize("kind", ["podman", "dockerd"])
+def test_forced_rebuilds_give_the_same_image_id(
+    kind: str,
+    request: pytest.FixtureRequest,
+    wheelhouse: Path,
+    trainer_dir: Path,
+    tmp_path: Path,
+) -> None:
+    url = engine_url(kind, request)
+
+    def connect() -> Engine:
+        return ENGINES[kind](url)
+
+    ws = open_workspace(REPO / "matrix.yaml")
+    opts = BuildOptions(
+        repository=f"localhost/trainimg-test-{kind}",
+        wheelhouse=wheelhouse,
+        trainer_dir=trainer_dir,
+        lock_path=tmp_path / "lock.json",
+        work_dir=CACHE / "build",
+        force=True,
+    )
+    ids = []
+    for _ in range(1 + REBUILDS):  # the first may fill the cache
+        engine = connect()
+        try:
+            plans = plan_cells(ws, [ws.cell(CPU_CELL)], engine, opts)
+        finally:
+            engine.close()
+        (out,) = Builder(connect, opts, tmp_path / "lock.json", CACHE / "build").run(plans)
+        assert out.status == "built", out.error + "\n".join(out.log_tail)
+        ids.append(out.image_id)
+    rebuilt = ids[1:]
+    assert rebuilt.count(ids[0]) == REBUILDS, ids  # 5/5 the same id
