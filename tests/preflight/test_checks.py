@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from builder.preflight import allowlist, checks
+from builder.preflight import images as img
 from builder.preflight.gather import HostState, gather
 from builder.preflight.hostio import ReadOnlyHost
 from builder.preflight.model import BLOCK, OK, SKIP, WARN, Check, Plan
@@ -35,10 +36,12 @@ def state_of(name: str) -> HostState:
 # --- the Done-means --------------------------------------------------------------------
 
 
-def test_h100_on_565_runs_cu128_only_through_forward_compatibility(run_fixture: RunFixture) -> None:
+def test_h100_on_565_runs_cu128_only_through_forward_compatibility(
+    run_fixture: RunFixture, matrix_images: list[img.ImageRecord]
+) -> None:
     report, _ = run_fixture("el9-h100", "565.57.01")
     rows = [r for r in report.rows if r.image.source == "matrix" and r.image.cuda]
-    assert len(rows) == 16
+    assert len(rows) == sum(1 for i in matrix_images if i.cuda) > 0  # every CUDA cell judged
     for r in rows:
         assert r.after is not None and r.after.status == "fwd-compat", r.image.name
         assert any("forward compatibility" in why for why in r.after.reasons)
