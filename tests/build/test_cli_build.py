@@ -63,6 +63,7 @@ def test_missing_base_suggests_trainimg_base(
     repo: str,
     trainer_dir: Path,
     tmp_path: Path,
+    wheelhouse: Path,  # common() points --wheelhouse at it
 ) -> None:
     matrix = make_project(
         TINY,
@@ -117,6 +118,7 @@ def test_failing_run_step_reports_the_cell_and_its_log(
     repo: str,
     trainer_dir: Path,
     tmp_path: Path,
+    wheelhouse: Path,  # common() points --wheelhouse at it
 ) -> None:
     matrix = make_project(FAILING)
     lock = tmp_path / "lock.json"
@@ -139,6 +141,7 @@ def test_ctrl_c_leaves_no_tags_and_no_half_written_lock(
     repo: str,
     trainer_dir: Path,
     tmp_path: Path,
+    wheelhouse: Path,  # common() points --wheelhouse at it
 ) -> None:
     matrix = make_project(SLOW)
     lock = tmp_path / "lock.json"
@@ -205,6 +208,7 @@ def test_build_and_skip_through_the_cli(
     repo: str,
     trainer_dir: Path,
     tmp_path: Path,
+    wheelhouse: Path,  # common() points --wheelhouse at it
 ) -> None:
     matrix = make_project(TINY)
     lock = tmp_path / "lock.json"
