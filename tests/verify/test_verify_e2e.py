@@ -90,7 +90,7 @@ def test_root_user(broken_images: dict[str, str], verify_engine: Any) -> None:
 
 def test_crashing_trainer(broken_images: dict[str, str], verify_engine: Any) -> None:
     report = run(verify_engine, broken_images["crashing-trainer"])
-    assert failing(report) == {"train_bf16", "train_fp8_fwd"}, report.text()
+    assert failing(report) == {"train_bf16", "train_fp8_fwd", "train_compile"}, report.text()
     assert "trainer crashed on purpose" in _msg(report, "train_bf16")
 
 
@@ -200,9 +200,11 @@ def test_arches_of_an_image(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The reader runs inside the image: the CPU cell's torch has no device code, but torchao's
-    optional extensions do (sm_90a CUTLASS kernels; MXFP8 for sm_100 + compute_120 PTX)."""
+    optional extensions do (sm_90a CUTLASS kernels; MXFP8 for sm_100 + compute_120 PTX). They
+    are not on the trainer's path (rules/kernel_dispatch.py): shown, but they do not decide, so
+    the image is not refused for the H100 although the MXFP8 ops cannot run there."""
     monkeypatch.setattr(connect_mod, "engine_session", _session(verify_engine))
-    assert main(["arches", verify_cpu_image, "--json", "--gpu", "h100"]) == 1
+    assert main(["arches", verify_cpu_image, "--json", "--gpu", "h100"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["kind"] == "image" and data["errors"] == []
     libs = {Path(lib["path"]).name: lib for lib in data["libraries"]}
@@ -212,6 +214,7 @@ def test_arches_of_an_image(
     assert mxfp8["sass"] == ["sm_100"] and mxfp8["ptx"] == ["compute_120"]
     verdicts = {Path(c["path"]).name[:9]: c["verdict"] for c in data["gpus"][0]["libraries"]}
     assert verdicts == {"_C_cutlas": "yes", "_C_mxfp8.": "no"}
+    assert {c["rule"] for c in data["gpus"][0]["libraries"]} == {"optional"}
     assert verify_engine.containers(LABEL) == []
 
 
