@@ -29,7 +29,7 @@ from builder.build import (
     plan_cells,
 )
 from builder.commands.common import add_engine_options, shared_options, workspace
-from builder.engines.base import EngineError, EngineUnavailable, short_id
+from builder.engines.base import STEP_LINE, EngineError, EngineUnavailable, short_id
 from builder.engines.discover import HOW_TO_START, discover
 from builder.errors import TrainimgError
 
@@ -38,7 +38,6 @@ _REPOSITORY = re.compile(
     r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]{1,5})?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$"
 )
 _NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_STEP = re.compile(r"^(?:\[\d+/\d+\] )?STEP \d+/\d+: ")  # "[2/3] STEP ..." in multi-stage builds
 
 
 def register(sub: Any) -> None:
@@ -134,7 +133,7 @@ class RichUi(Ui):
         return f"{cell} | " if self.multi else "  "
 
     def line(self, cell: str, text: str) -> None:
-        step = bool(_STEP.match(text))
+        step = bool(STEP_LINE.match(text))
         if self.quiet and not step:
             return
         style = "bold cyan" if step else ("dim" if text.startswith("-->") else "")

@@ -182,7 +182,7 @@ class Engine(Protocol):
 _HEX64 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
 # buildah says "STEP 3/9: RUN ..." ("[2/3] STEP ..." in multi-stage builds) and "--> Using cache
 # <id>"; Docker's classic builder says "Step 3/9 : RUN ..." and " ---> Using cache".
-_STEP = re.compile(r"^(?:\[\d+/\d+\] )?(?:STEP|Step) \d+/\d+ ?: ")
+STEP_LINE = re.compile(r"^(?:\[\d+/\d+\] )?(?:STEP|Step) \d+/\d+ ?: ")
 _CACHE = re.compile(r"^(?:-->| --->) Using cache")
 
 
@@ -220,7 +220,7 @@ class BuildLog:
             self._partial = ""
 
     def _line(self, line: str) -> None:
-        if _STEP.match(line):
+        if STEP_LINE.match(line):
             self.steps += 1
         elif _CACHE.match(line):
             self.cached += 1
