@@ -2,13 +2,13 @@
 
 A kernel module (one fatbin container: the device code of one translation unit) runs on a GPU
 when it carries SASS the GPU can execute, or PTX the driver can JIT-compile for it
-(https://docs.nvidia.com/cuda/blackwell-compatibility-guide/index.html; builder.rules.gpus):
+(https://docs.nvidia.com/cuda/blackwell-compatibility-guide/index.html; builder.facts.gpus):
 - SASS sm_XY (and the family target sm_XYf) runs on compute capability X.Z with Z >= Y
   (same major only: sm_100 does not run on 12.0); arch-specific SASS sm_XYa only on X.Y;
 - PTX compute_XY is JIT-compiled for any GPU of compute capability >= X.Y; compute_XYa only
   for X.Y and compute_XYf for the same major.
 How many modules must carry code for the GPU depends on how the library picks its kernels
-(builder/rules/kernel_dispatch.py). A library with one uniform arch list (libtorch_cuda) runs
+(builder/facts/kernel_dispatch.py). A library with one uniform arch list (libtorch_cuda) runs
 natively when every module has SASS for the GPU; when some module has only PTX, it runs after a
 JIT compile at first use; when some module has neither, those kernels fail with "no kernel image
 is available for execution on the device". A library that ships per-architecture kernel sets and
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from builder.errors import TrainimgError
+from builder.facts import gpus, kernel_dispatch
 from builder.fatbin import arch_key
-from builder.rules import gpus, kernel_dispatch
 
 CC = tuple[int, int]
 
@@ -172,7 +172,7 @@ def coverage(
     documented: bool = False,
 ) -> Coverage:
     """Judge each module (the target names of one fatbin container) for compute capability cc,
-    and the library by `rule` (builder/rules/kernel_dispatch.py)."""
+    and the library by `rule` (builder/facts/kernel_dispatch.py)."""
     native = jit = missing = 0
     sass: set[str] = set()
     ptx: set[str] = set()
@@ -206,7 +206,7 @@ def coverage(
 
 def library_coverage(library: Mapping[str, Any], cc: CC) -> Coverage:
     """Coverage of one library as LibraryScan.to_dict() (or the in-image scan) describes it,
-    judged by the dispatch rule its file name has in builder/rules/kernel_dispatch.py."""
+    judged by the dispatch rule its file name has in builder/facts/kernel_dispatch.py."""
     path = str(library["path"])
     rule = kernel_dispatch.rule_for(path)
     return coverage(path, library["per_container"], cc, rule.kind, cc[0] in rule.documented)

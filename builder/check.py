@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from builder.errors import MatrixError
+from builder.facts import cuda as cuda_rules
+from builder.facts import drivers as driver_rules
+from builder.facts import gpus as gpu_rules
+from builder.facts import sources, torch_builds
+from builder.facts.oses import GLIBC_SOURCE
+from builder.facts.sources import Source
 from builder.labels import arch_list
 from builder.matrix.expand import Expansion
 from builder.matrix.model import Cell, Matrix
-from builder.rules import cuda as cuda_rules
-from builder.rules import drivers as driver_rules
-from builder.rules import gpus as gpu_rules
-from builder.rules import sources, torch_builds
-from builder.rules.oses import GLIBC_SOURCE
-from builder.rules.sources import Source
 
 MATRIX_SOURCE = Source("matrix.yaml")
 EOL_WARN_DAYS = 180

@@ -11,10 +11,10 @@ import hashlib
 import json
 
 from builder import __version__
+from builder.facts import cuda as cuda_rules
+from builder.facts import torch_builds
 from builder.matrix.model import Cell, Project
 from builder.requirements import nvidia_require_cuda
-from builder.rules import cuda as cuda_rules
-from builder.rules import torch_builds
 
 PREFIX = "io.trainimg"
 VENV = "/opt/venv"

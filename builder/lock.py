@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from builder.atomic_file import atomic_write
 from builder.errors import TrainimgError
-from builder.render import atomic_write
 
 SCHEMA = 1
 DEFAULT_PATH = Path("images") / "lock.json"

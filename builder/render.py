@@ -8,9 +8,7 @@ patterns have already refused quotes), and ENV/LABEL values only through `dq`.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +16,10 @@ from typing import Any
 import jinja2
 
 from builder import __version__, wheel_groups
+from builder.atomic_file import atomic_write
 from builder.errors import RenderError
+from builder.facts import cuda as cuda_rules
+from builder.facts import torch_builds
 from builder.labels import (
     PREFIX,
     TRAINER_HOME,
@@ -29,8 +30,6 @@ from builder.labels import (
     torchao_version,
 )
 from builder.matrix.model import Cell, Pin, Project
-from builder.rules import cuda as cuda_rules
-from builder.rules import torch_builds
 
 TEMPLATE_DIR = Path("images") / "templates"
 BASE_TEMPLATE = "Containerfile.base"
@@ -182,21 +181,6 @@ def drift(root: Path, outputs: dict[Path, str]) -> Drift:
             changed.append(rel)
     stale = sorted(rendered_outputs(root) - set(outputs))
     return Drift(tuple(missing), tuple(changed), tuple(stale))
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write to a temporary file beside `path`, fsync, then rename: never a half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_all(root: Path, outputs: dict[Path, str]) -> Drift:

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 
 from packaging.version import Version
 
-from builder.rules import cuda as cuda_rules
-from builder.rules import drivers as driver_rules
+from builder.facts import cuda as cuda_rules
+from builder.facts import drivers as driver_rules
 
 KEYS = ("cuda", "driver", "arch", "brand")
 # dsl.c's operator table, in its lookup order (a shorter run prefix-matches the first fit).

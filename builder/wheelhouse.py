@@ -34,12 +34,12 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from builder import closure, wheel_groups
+from builder.atomic_file import atomic_write
 from builder.closure import Wheel
 from builder.errors import TrainimgError
+from builder.facts import torch_builds
 from builder.matrix.model import Cell, Project
-from builder.render import atomic_write
 from builder.render import context as render_context
-from builder.rules import torch_builds
 
 LOCK_NAME = "wheelhouse.lock"
 PYPI = "https://pypi.org/simple"
@@ -73,7 +73,7 @@ def requirements(cell: Cell, project: Project) -> tuple[Requirement, ...]:
 
 
 def platforms(cell: Cell) -> list[str]:
-    """The platform tags pip accepts inside the cell's OS (glibc from builder/rules/oses.py)."""
+    """The platform tags pip accepts inside the cell's OS (glibc from builder/facts/oses.py)."""
     glibc = cell.os.distro.glibc
     major, minor = glibc.release[0], glibc.release[1] if len(glibc.release) > 1 else 0
     out = [f"manylinux_{major}_{m}_{ARCH}" for m in range(minor, 4, -1)]

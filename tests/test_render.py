@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from builder import wheel_groups
+from builder.atomic_file import atomic_write
 from builder.errors import RenderError
+from builder.facts import torch_builds
 from builder.labels import PREFIX, labels
-from builder.render import atomic_write, drift, environment, render_all, render_cell, write_all
-from builder.rules import torch_builds
+from builder.render import drift, environment, render_all, render_cell, write_all
 from tests.matrices import load
 
 REPO = Path(__file__).resolve().parent.parent

@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from builder.rules import cuda, gpus, torch_builds
-from builder.rules.driver_version import DriverVersion
+from builder.facts import cuda, gpus, torch_builds
+from builder.facts.driver_version import DriverVersion
 
 
 def test_cuda_12_8_minimum_drivers_keep_nvidias_spelling() -> None:

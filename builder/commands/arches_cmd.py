@@ -2,10 +2,10 @@
 
 Answers "will this run on B200 / RTX 5090?" before a job starts. A library built with one arch
 list (libtorch_cuda) runs natively on a GPU when every one of its kernel modules carries SASS for
-it (builder.rules.gpus: sm_XY runs on X.Z with Z >= Y), by JIT when some module has only PTX for
+it (builder.facts.gpus: sm_XY runs on X.Z with Z >= Y), by JIT when some module has only PTX for
 it, and not at all when some module has neither; a library that picks per-architecture kernels
 at run time (cuBLAS, cuDNN, ...) needs code for it in at least one module
-(builder/rules/kernel_dispatch.py). A path is scanned here; an image is scanned from inside a
+(builder/facts/kernel_dispatch.py). A path is scanned here; an image is scanned from inside a
 short container by its own Python (builder/verify/scan.py says why).
 """
 
@@ -20,8 +20,8 @@ from builder import arches
 from builder.commands.common import add_engine_options, shared_options
 from builder.engines import discover
 from builder.errors import TrainimgError
+from builder.facts import kernel_dispatch
 from builder.fatbin import scan_paths
-from builder.rules import kernel_dispatch
 from builder.verify.scan import IMAGE_ROOTS, scan_image
 from builder.verify.target import resolve_image
 
@@ -48,7 +48,7 @@ def register(sub: Any) -> None:
         action="append",
         default=[],
         metavar="GPU",
-        help="b200, rtx5090, ... (see builder/rules/gpus.py), sm_120 or 12.0; repeat",
+        help="b200, rtx5090, ... (see builder/facts/gpus.py), sm_120 or 12.0; repeat",
     )
     p.add_argument(
         "--root",

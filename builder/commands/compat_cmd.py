@@ -45,7 +45,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--driver", type=driver_argument, required=True, metavar="VERSION", help="e.g. 570.124.06"
     )
-    p.add_argument("--gpu", default=None, help="a GPU of builder/rules/gpus.py, e.g. h100, b200")
+    p.add_argument("--gpu", default=None, help="a GPU of builder/facts/gpus.py, e.g. h100, b200")
     p.add_argument("--cc", default=None, help="a compute capability instead, e.g. 9.0")
     p.add_argument("--brand", default=None, help="the NVML brand, e.g. GeForce, NVIDIA, Tesla")
     p.add_argument("--json", action="store_true", help="print JSON")

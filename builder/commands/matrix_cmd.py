@@ -9,9 +9,9 @@ from typing import Any
 from builder import labels as lab
 from builder.check import ERROR, WARN, Finding, check_cell, violation
 from builder.commands.common import shared_options, workspace
+from builder.facts import torch_builds
 from builder.matrix.model import Cell, Excluded
 from builder.requirements import nvidia_require_cuda
-from builder.rules import torch_builds
 
 
 def register(sub: Any) -> None:

@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from builder.atomic_file import atomic_write
 from builder.commands.common import shared_options, workspace
 from builder.errors import TrainimgError
 from builder.registry import auth, reference
 from builder.registry.client import RegistryClient
 from builder.registry.pin import set_digest
-from builder.render import atomic_write
 
 
 def register(sub: Any) -> None:

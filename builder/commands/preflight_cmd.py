@@ -17,6 +17,7 @@ from typing import Any
 
 from builder.commands.common import shared_options
 from builder.errors import TrainimgError
+from builder.facts.driver_version import DriverVersion
 from builder.preflight import images as img
 from builder.preflight.fleet import Context, record_name, run_fleet
 from builder.preflight.hostio import connect
@@ -24,7 +25,6 @@ from builder.preflight.inventory import Target, targets
 from builder.preflight.model import Plan
 from builder.preflight.record import Record, find_records
 from builder.preflight.report import as_json, exit_code, render
-from builder.rules.driver_version import DriverVersion
 from builder.workspace import DEFAULT_MATRIX, open_workspace
 
 LOCK = Path("images") / "lock.json"

@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from builder.atomic_file import atomic_write
 from builder.commands.common import shared_options
 from builder.commands.run_cmd import takes_trainer_args
 from builder.launch.request import LaunchError
 from builder.launch.slurm import DEFAULT_GRACE, DEFAULT_PORT, SlurmJob, render
-from builder.render import atomic_write
 from builder.verify.target import find_cell, load_workspace, resolve_image
 
 

@@ -1,6 +1,6 @@
 """The part of preflight that `trainimg run` applies before starting: does this host's driver
 satisfy the image's NVIDIA_REQUIRE_CUDA? Podman's CDI path does not check it
-(builder/rules/host.py CDI_NO_REQUIRE_SOURCE), so a mismatch would otherwise surface as a CUDA
+(builder/facts/host.py CDI_NO_REQUIRE_SOURCE), so a mismatch would otherwise surface as a CUDA
 error deep inside the trainer. Pure: the evaluator is builder/requirements.py."""
 
 from __future__ import annotations

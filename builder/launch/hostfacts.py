@@ -10,13 +10,13 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
+from builder.facts import host as host_rules
+from builder.facts.host import CDI_SPEC_DIRS
 from builder.launch.gpucheck import DRIVER_FILE
 from builder.launch.request import Directory, HostFacts
 from builder.preflight import parsers
 from builder.preflight.gather import catalogue_gpu
 from builder.requirements import Gpu
-from builder.rules import host as host_rules
-from builder.rules.host import CDI_SPEC_DIRS
 
 SELINUX_ENFORCE = "/sys/fs/selinux/enforce"
 NVIDIA_GPUS = "/proc/driver/nvidia/gpus"

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from builder.engines.base import ImageInfo
+from builder.facts.host import CDI_SPEC_DIRS
 from builder.launch.request import (
     CKPT,
     DATA,
@@ -20,7 +21,6 @@ from builder.launch.request import (
     LaunchError,
     RunRequest,
 )
-from builder.rules.host import CDI_SPEC_DIRS
 
 PASSTHROUGH_PREFIXES = ("NCCL_", "TORCH_", "GLOO_")
 PASSTHROUGH_NAMES = ("CUDA_VISIBLE_DEVICES",)

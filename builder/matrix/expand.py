@@ -9,10 +9,10 @@ from packaging.version import Version
 
 from builder import validate as v
 from builder.errors import MatrixError
+from builder.facts.cuda import cuda_tag
 from builder.labels import content_hash
 from builder.matrix.model import Cell, Excluded, Group, Matrix
 from builder.matrix.yamlnodes import keypath_join
-from builder.rules.cuda import cuda_tag
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,13 @@ from packaging.version import InvalidVersion, Version
 
 from builder import validate as v
 from builder.errors import MatrixError
+from builder.facts import drivers as driver_rules
+from builder.facts.driver_version import DriverVersion
+from builder.facts.gpus import GPUS
+from builder.facts.oses import DISTROS
 from builder.matrix import model as m
 from builder.matrix.reader import Reader
 from builder.matrix.yamlnodes import keypath_join, load
-from builder.rules import drivers as driver_rules
-from builder.rules.driver_version import DriverVersion
-from builder.rules.gpus import GPUS
-from builder.rules.oses import DISTROS
 
 SCHEMA_VERSION = "1"
 NAME_FIELDS = ("os", "accelerator", "driver", "cuda", "gcc", "python", "torch", "fp8", "flavour")

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 
 from packaging.version import Version
 
-from builder.rules.driver_version import DriverVersion
-from builder.rules.gpus import Gpu
-from builder.rules.oses import Distro
+from builder.facts.driver_version import DriverVersion
+from builder.facts.gpus import Gpu
+from builder.facts.oses import Distro
 
 ACCELERATORS = ("cuda", "cpu")
 FLAVOURS = ("runtime", "devel")

@@ -2,16 +2,16 @@
 the driver, MIG instances that do not survive the reload, GPU memory errors pending a reset.
 
 Like builder.preflight.checks, each reads HostState and the plan and returns one Check; the
-facts (module names, sources) live in builder.rules.host.
+facts (module names, sources) live in builder.facts.host.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 
+from builder.facts import host as host_rules
 from builder.preflight.gather import HostState
 from builder.preflight.model import BLOCK, OK, SKIP, WARN, Check, Plan
-from builder.rules import host as host_rules
 
 
 def driver_dependents(state: HostState, plan: Plan, today: dt.date) -> Check:

@@ -13,7 +13,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from builder.rules import host as host_rules
+from builder.facts import host as host_rules
 
 Arg = str | re.Pattern[str] | frozenset[str]
 

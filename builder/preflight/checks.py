@@ -1,6 +1,6 @@
 """The host checks (pure): HostState + the plan (target driver) -> one Check per id.
 
-Every number a check compares against lives in builder.rules; this module only applies it.
+Every number a check compares against lives in builder.facts; this module only applies it.
 The list of ids, what each looks at and its sources is in docs/preflight.md.
 """
 
@@ -14,14 +14,14 @@ from collections.abc import Callable
 from packaging.version import InvalidVersion, Version
 
 from builder.check import EOL_WARN_DAYS
+from builder.facts import drivers as driver_rules
+from builder.facts import gpus as gpu_rules
+from builder.facts import host as host_rules
+from builder.facts.driver_version import DriverVersion
+from builder.facts.sources import CUDA_GPUS, DATACENTER_DRIVER_LIFECYCLE
 from builder.preflight import admin_checks
 from builder.preflight.gather import HostGpu, HostState
 from builder.preflight.model import BLOCK, OK, SKIP, WARN, Check, Plan, Severity
-from builder.rules import drivers as driver_rules
-from builder.rules import gpus as gpu_rules
-from builder.rules import host as host_rules
-from builder.rules.driver_version import DriverVersion
-from builder.rules.sources import CUDA_GPUS, DATACENTER_DRIVER_LIFECYCLE
 
 
 def _version(text: str | None) -> Version | None:
@@ -66,7 +66,7 @@ def host_os(state: HostState, plan: Plan, today: dt.date) -> Check:
             WARN,
             f"{state.os.pretty_name}: not an OS the rules know, so its "
             f"end of life is unknown (known: {names})",
-            "add it to builder/rules/host.py HOST_OSES with its source",
+            "add it to builder/facts/host.py HOST_OSES with its source",
         )
     src = (known.source,)
     left = (known.eol - today).days
@@ -412,7 +412,7 @@ def _cuda_banner(state: HostState, driver: DriverVersion) -> tuple[str, Severity
     return (
         f"nvidia-smi reports CUDA {reported} but the branch table says {table} for "
         f"R{driver.major}: the image judgement uses the host's {reported}; check "
-        "builder/rules/drivers.py BRANCH_CUDA",
+        "builder/facts/drivers.py BRANCH_CUDA",
         WARN,
     )
 
@@ -568,7 +568,7 @@ def gpu_inventory(state: HostState, plan: Plan, today: dt.date) -> Check:
         parts.append(desc + ")")
         if g.catalogue is None:
             sev = WARN if sev is OK else sev
-            fix = "add the GPU to builder/rules/gpus.py with its source"
+            fix = "add the GPU to builder/facts/gpus.py with its source"
         if floor and branch and branch < floor:
             sev, fix = BLOCK, f"{g.name} needs driver branch R{floor} or newer"
     pci_only = [g for g in state.gpus if g.source == "lspci"]

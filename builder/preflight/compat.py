@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from builder.errors import TrainimgError
+from builder.facts import drivers as driver_rules
+from builder.facts import gpus as gpu_rules
+from builder.facts import host as host_rules
+from builder.facts.driver_version import DriverVersion
 from builder.preflight.gather import HostGpu, catalogue_gpu
 from builder.preflight.images import ImageRecord
 from builder.preflight.impact import SEVERITY, Verdict, judge
 from builder.requirements import Gpu, HostFacts, evaluate, libnvc_message, parse
-from builder.rules import drivers as driver_rules
-from builder.rules import gpus as gpu_rules
-from builder.rules import host as host_rules
-from builder.rules.driver_version import DriverVersion
 
 
 class CompatError(TrainimgError):

@@ -18,6 +18,8 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from builder.facts import drivers as driver_rules
+from builder.facts.driver_version import DriverVersion
 from builder.preflight import allowlist
 from builder.preflight import images as img
 from builder.preflight.checks import run_checks
@@ -28,8 +30,6 @@ from builder.preflight.inventory import Target
 from builder.preflight.model import BLOCK, OK, Check, Plan
 from builder.preflight.record import Record, ReplayHost, write_record
 from builder.preflight.report import HostReport
-from builder.rules import drivers as driver_rules
-from builder.rules.driver_version import DriverVersion
 
 Connect = Callable[[str], ReadOnlyHost]
 

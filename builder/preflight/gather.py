@@ -13,10 +13,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from builder.facts import gpus as gpu_rules
+from builder.facts import host as host_rules
 from builder.preflight import allowlist, parsers
 from builder.preflight.hostio import HostUnreachable, Output, ReadOnlyHost
-from builder.rules import gpus as gpu_rules
-from builder.rules import host as host_rules
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class HostGpu:
     product_brand: str  # nvidia-smi -q "Product Brand" ("" when unknown)
     libnvc_brand: str  # what libnvidia-container matches `brand=` against
     fabric_state: str
-    catalogue: gpu_rules.Gpu | None  # builder.rules.gpus entry, matched by name and CC
+    catalogue: gpu_rules.Gpu | None  # builder.facts.gpus entry, matched by name and CC
     source: str = "nvml"  # nvml | lspci (NVML saw no device: identified from PCI alone)
     pci_note: str = ""  # for source lspci: why NVML does not list it
 
@@ -59,7 +59,7 @@ class HostGpu:
     def datacenter(self) -> bool | None:
         """Eligible for forward compatibility; None when neither the catalogue nor the brand
         says (a GeForce/TITAN brand is never eligible). Select NGC Server Ready RTX SKUs are
-        eligible too (builder.rules.host FORWARD_COMPAT_RTX_SERVER_SKUS)."""
+        eligible too (builder.facts.host FORWARD_COMPAT_RTX_SERVER_SKUS)."""
         if host_rules.forward_compat_rtx_server(self.name):
             return True
         if self.catalogue is not None:

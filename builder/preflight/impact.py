@@ -19,6 +19,11 @@ from typing import Any
 
 from packaging.version import Version
 
+from builder.facts import cuda as cuda_rules
+from builder.facts import gpus as gpu_rules
+from builder.facts import host as host_rules
+from builder.facts.driver_version import DriverVersion
+from builder.facts.sources import LIBNVIDIA_CONTAINER_DSL
 from builder.preflight.gather import HostGpu
 from builder.preflight.images import ImageRecord
 from builder.preflight.model import BLOCK, OK, SKIP, WARN, Check, Severity
@@ -30,11 +35,6 @@ from builder.requirements import (
     parse,
     problem,
 )
-from builder.rules import cuda as cuda_rules
-from builder.rules import gpus as gpu_rules
-from builder.rules import host as host_rules
-from builder.rules.driver_version import DriverVersion
-from builder.rules.sources import LIBNVIDIA_CONTAINER_DSL
 
 OK_, MVC, FWD, BROKEN = "ok", "mvc", "fwd-compat", "broken"
 CPU, NO_DRIVER, UNKNOWN = "cpu", "no-driver", "unknown"
@@ -139,7 +139,7 @@ def judge(
             status = UNKNOWN
             soft.append(
                 f"the CUDA version of driver {driver} is not known to the rules (R{branch} is "
-                f"past builder/rules/drivers.py BRANCH_CUDA): {text.split(' ', 1)[0]} cannot "
+                f"past builder/facts/drivers.py BRANCH_CUDA): {text.split(' ', 1)[0]} cannot "
                 "be judged; on a live host preflight reads nvidia-smi's CUDA Version"
             )
             continue

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from builder.rules import drivers as driver_rules
-from builder.rules.driver_version import DriverVersion
-from builder.rules.sources import Source
+from builder.facts import drivers as driver_rules
+from builder.facts.driver_version import DriverVersion
+from builder.facts.sources import Source
 
 if TYPE_CHECKING:
     from builder.preflight.gather import HostState

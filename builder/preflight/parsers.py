@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from builder.rules import host as host_rules
+from builder.facts import host as host_rules
 
 # --- /etc/os-release -------------------------------------------------------------------------
 

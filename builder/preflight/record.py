@@ -28,10 +28,10 @@ from typing import Any
 import yaml
 
 from builder.errors import TrainimgError
+from builder.facts import host as host_rules
 from builder.preflight import allowlist as al
 from builder.preflight.hostio import Output
 from builder.preflight.parsers import safe_load_yaml
-from builder.rules import host as host_rules
 
 UNRECORDED = 97  # the exit status of a recorded program asked something nobody recorded
 RECORD_FILE = "fixture.yaml"

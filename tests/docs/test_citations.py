@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from builder.cli import main
-from builder.rules import sources
+from builder.facts import sources
 from builder.workspace import open_workspace
 from tests.conftest import REPO
 

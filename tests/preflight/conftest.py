@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from builder.facts.driver_version import DriverVersion
 from builder.preflight import images as img
 from builder.preflight.fleet import Context, preflight_host
 from builder.preflight.hostio import ReadOnlyHost
 from builder.preflight.inventory import Target
 from builder.preflight.model import Check, Plan
 from builder.preflight.report import HostReport
-from builder.rules.driver_version import DriverVersion
 from builder.workspace import open_workspace
 from tests.preflight.fakehost import FakeHost, Fixture
 

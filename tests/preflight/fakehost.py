@@ -20,6 +20,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from builder.facts import host as host_rules
 from builder.preflight.record import (
     PREFIX_KEYS,
     SHORT,
@@ -28,7 +29,6 @@ from builder.preflight.record import (
     Recording,
     ReplayHost,
 )
-from builder.rules import host as host_rules
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 HOSTS = sorted(p.name for p in FIXTURES.iterdir() if (p / "fixture.yaml").is_file())

@@ -6,13 +6,13 @@ import dataclasses
 
 import pytest
 
+from builder.facts.driver_version import DriverVersion
 from builder.preflight import allowlist, checks
 from builder.preflight import images as img
 from builder.preflight.gather import HostState, gather
 from builder.preflight.hostio import ReadOnlyHost
 from builder.preflight.model import BLOCK, OK, SKIP, WARN, Check, Plan
 from builder.preflight.report import exit_code
-from builder.rules.driver_version import DriverVersion
 from tests.preflight.conftest import TODAY, RunFixture, check, severities
 from tests.preflight.fakehost import HOSTS, FakeHost, Fixture
 

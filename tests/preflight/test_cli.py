@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from builder.cli import main
+from builder.facts import host as host_rules
 from builder.preflight import parsers
 from builder.preflight.checks import CHECK_IDS
-from builder.rules import host as host_rules
 from tests.preflight.conftest import REPO
 
 

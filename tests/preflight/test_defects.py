@@ -9,6 +9,7 @@ import datetime as dt
 import pytest
 from packaging.version import Version
 
+from builder.facts.driver_version import DriverVersion
 from builder.preflight import checks
 from builder.preflight import images as img
 from builder.preflight.fleet import Context, preflight_host
@@ -18,7 +19,6 @@ from builder.preflight.impact import judge
 from builder.preflight.inventory import Target
 from builder.preflight.model import BLOCK, OK, WARN, Check, Plan
 from builder.preflight.report import exit_code
-from builder.rules.driver_version import DriverVersion
 from tests.preflight.conftest import TODAY, RunFixture, check
 from tests.preflight.fakehost import FakeHost, Fixture
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import pytest
 from packaging.version import Version
 
+from builder.facts.driver_version import DriverVersion
 from builder.requirements import Gpu, HostFacts, evaluate, parse
-from builder.rules.driver_version import DriverVersion
 
 UINTMAX_MAX = 2**64 - 1
 EXPR_MAX = 128

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from builder.facts import gpus as gpu_rules
+from builder.facts import host as host_rules
+from builder.facts.driver_version import DriverVersion
 from builder.preflight import images as img
 from builder.preflight.gather import HostGpu
 from builder.preflight.impact import Row, Verdict, impact_check, judge
 from builder.preflight.model import BLOCK, OK, SKIP, WARN
 from builder.preflight.parsers import LocalImage, podman_inspect
-from builder.rules import gpus as gpu_rules
-from builder.rules import host as host_rules
-from builder.rules.driver_version import DriverVersion
 from tests.preflight.fakehost import FIXTURES
 
 NVIDIA = (FIXTURES / "nvidia_require_cuda.yaml").read_text()

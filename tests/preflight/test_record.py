@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from builder.cli import main
+from builder.facts.driver_version import DriverVersion
 from builder.preflight.fleet import Context, preflight_host
 from builder.preflight.hostio import ReadOnlyHost
 from builder.preflight.inventory import Target
 from builder.preflight.model import Plan
 from builder.preflight.record import Record, ReplayHost
-from builder.rules.driver_version import DriverVersion
 from tests.preflight.conftest import REPO, TODAY
 from tests.preflight.fakehost import FIXTURES, FakeHost, Fixture
 

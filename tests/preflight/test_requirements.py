@@ -9,6 +9,7 @@ import pytest
 import yaml
 from packaging.version import Version
 
+from builder.facts.driver_version import DriverVersion
 from builder.requirements import (
     Gpu,
     HostFacts,
@@ -17,7 +18,6 @@ from builder.requirements import (
     nvidia_require_cuda,
     parse,
 )
-from builder.rules.driver_version import DriverVersion
 
 FIXTURE = Path(__file__).parent / "fixtures" / "nvidia_require_cuda.yaml"
 NVIDIA_12_8_1 = yaml.safe_load(FIXTURE.read_text())[0]["value"]

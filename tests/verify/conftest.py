@@ -29,7 +29,7 @@ from . import cuda_stubs
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("TRAINIMG_VERIFY_CACHE", REPO / ".cache" / "verify"))
 CU128_WHEELHOUSE = TEST_CACHE / "wheelhouse-cu128"  # tests/conftest.py cu128_wheelhouse fills it
-TORCH_SPEC = "torch==2.9.1"  # a cu128 build on PyPI (builder/rules/torch_builds.py)
+TORCH_SPEC = "torch==2.9.1"  # a cu128 build on PyPI (builder/facts/torch_builds.py)
 CURAND_SPEC = "nvidia-curand-cu12==10.3.9.90"  # the cuRAND torch 2.9.1 pins; 64 MB
 CUOBJDUMP_SPEC = "nvidia-cuda-cuobjdump==13.2.51"  # NVIDIA's lister, 0.3 MB
 PLATFORM = ["--python-version", "3.11", "--only-binary=:all:"]

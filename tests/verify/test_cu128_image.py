@@ -1,7 +1,7 @@
 """The cu128 image, built air-gapped here: `trainimg verify` passes the sm_100 check by scanning
 its CUDA libraries (no GPU), trains BF16 and under torch.compile on the CPU inside it, and skips
 nvidia-smi with its reason; `trainimg arches` lists every CUDA library with the verdict its
-kernel-dispatch rule gives (builder/rules/kernel_dispatch.py)."""
+kernel-dispatch rule gives (builder/facts/kernel_dispatch.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from builder.cli import main
-from builder.rules import kernel_dispatch
+from builder.facts import kernel_dispatch
 from builder.verify.runner import verify
 from builder.verify.target import load_workspace
 from tests.conftest import REPO, build_cell

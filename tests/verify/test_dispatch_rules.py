@@ -1,4 +1,4 @@
-"""How a library picks its kernels decides its verdict (builder/rules/kernel_dispatch.py): a
+"""How a library picks its kernels decides its verdict (builder/facts/kernel_dispatch.py): a
 per-architecture library needs code for the GPU in one module, a uniform one in every module."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from builder import arches
-from builder.rules import kernel_dispatch
+from builder.facts import kernel_dispatch
 
 B200 = (10, 0)
 # Modules as cuBLASLt ships them: one architecture each (recorded shape, not real counts).

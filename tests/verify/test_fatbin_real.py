@@ -17,8 +17,8 @@ import pytest
 from packaging.version import Version
 
 from builder import arches as coverage
+from builder.facts import torch_builds
 from builder.fatbin import scan_file, scan_paths
-from builder.rules import torch_builds
 
 from .conftest import cuobjdump_list
 
@@ -46,9 +46,9 @@ def test_libtorch_cuda_has_blackwell_sass_and_no_maxwell(libtorch_cuda: Path) ->
     assert "sm_100" in every and "sm_120" in every
     assert not [n for n in scan.sass if n.startswith("sm_50")]
     assert "sm_50" not in scan.container_counts()
-    # the build arches are exactly what builder.rules promises for torch 2.9 cu128
+    # the build arches are exactly what builder.facts promises for torch 2.9 cu128
     assert every == PROMISED_2_9
-    assert scan.ptx == []  # cu128 wheels ship no PTX (builder/rules/torch_builds.py)
+    assert scan.ptx == []  # cu128 wheels ship no PTX (builder/facts/torch_builds.py)
     assert scan.containers > 100
     assert scan.compressed == len(scan.entries)  # built with -Xfatbin -compress-all
     assert {e.compression for e in scan.entries} == {"lz4"}

@@ -201,7 +201,7 @@ def test_arches_of_an_image(
 ) -> None:
     """The reader runs inside the image: the CPU cell's torch has no device code, but torchao's
     optional extensions do (sm_90a CUTLASS kernels; MXFP8 for sm_100 + compute_120 PTX). They
-    are not on the trainer's path (rules/kernel_dispatch.py): shown, but they do not decide, so
+    are not on the trainer's path (facts/kernel_dispatch.py): shown, but they do not decide, so
     the image is not refused for the H100 although the MXFP8 ops cannot run there."""
     monkeypatch.setattr(connect_mod, "engine_session", _session(verify_engine))
     assert main(["arches", verify_cpu_image, "--json", "--gpu", "h100"]) == 0

@@ -246,7 +246,7 @@ def test_sm_kernels_fatbin_scan(
             f"({' '.join(flags)})"
         )
     # Every other CUDA library, judged by how it picks its kernels
-    # (builder/rules/kernel_dispatch.py): per-architecture sets need code for the GPU in at
+    # (builder/facts/kernel_dispatch.py): per-architecture sets need code for the GPU in at
     # least one module, a uniform arch list in every module.
     blocked = []
     counts = []

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from builder.rules.sources import DATACENTER_DRIVER_LIFECYCLE, DRIVER_INSTALL_GUIDE, Source
+from builder.facts.sources import DATACENTER_DRIVER_LIFECYCLE, DRIVER_INSTALL_GUIDE, Source
 
 # From R560 the open kernel modules are the default install; the 620 release notes say
 # "Proprietary Kernel Modules Removed" (DRIVER_INSTALL_GUIDE).
@@ -16,7 +16,7 @@ OPEN_DEFAULT_FROM_BRANCH = 560
 PROPRIETARY_REMOVED_FROM_BRANCH = 620
 MODULE_SOURCE = DRIVER_INSTALL_GUIDE
 
-# Open modules need a GSP: Turing (7.5) and newer (OPEN_MODULES_BLOG in builder/rules/sources.py).
+# Open modules need a GSP: Turing (7.5) and newer (OPEN_MODULES_BLOG in builder/facts/sources.py).
 OPEN_MODULES_MIN_CC = (7, 5)
 
 KERNEL_MODULES = ("open", "proprietary")

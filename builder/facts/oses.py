@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from builder.rules.sources import Source
+from builder.facts.sources import Source
 
 _RHEL9_LANGS = Source(
     "https://docs.redhat.com/en/documentation/red_hat_enterprise_linux/9/html/"

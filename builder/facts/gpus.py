@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from builder.rules.sources import (
+from builder.facts.sources import (
     BLACKWELL_COMPAT_GUIDE,
     CUDA_GPUS,
     OPEN_MODULES_BLOG,

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from builder.rules.oses import DISTROS
-from builder.rules.sources import DRIVER_INSTALL_GUIDE, Source
+from builder.facts.oses import DISTROS
+from builder.facts.sources import DRIVER_INSTALL_GUIDE, Source
 
 # --- container stack -----------------------------------------------------------------------
 CDI_SUPPORT_DOC = Source(
@@ -146,7 +146,7 @@ _CENTOS_EOL = Source(
 _ALMA = Source("https://wiki.almalinux.org/release-notes/ (follows RHEL)", False)
 
 # EL9 rebuilds follow RHEL 9's maintenance end; the dates for EL9/Debian are the image rules'
-# own (builder.rules.oses), read from there so that one date lives in one place.
+# own (builder.facts.oses), read from there so that one date lives in one place.
 HOST_OSES: tuple[HostOs, ...] = (
     HostOs(("rhel",), "9", "Red Hat Enterprise Linux 9", "el9", DISTROS["ubi9"].eol, _RH_LIFECYCLE),
     HostOs(

@@ -24,7 +24,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 
-from builder.rules.sources import CUDA_RELEASE_NOTES, Source
+from builder.facts.sources import CUDA_RELEASE_NOTES, Source
 
 UNIFORM = "uniform"
 PER_ARCH = "per-arch"
@@ -79,7 +79,7 @@ RULES: tuple[Dispatch, ...] = (
     Dispatch("*/libc10_cuda*", UNIFORM, TORCH_ARCH_LIST),
     Dispatch("*/torchao/_C*", OPTIONAL, TORCHAO_FP8),
 )
-DEFAULT = Dispatch("*", UNIFORM, Source("builder/rules/kernel_dispatch.py (the stricter rule)"))
+DEFAULT = Dispatch("*", UNIFORM, Source("builder/facts/kernel_dispatch.py (the stricter rule)"))
 
 
 def rule_for(path: str) -> Dispatch:

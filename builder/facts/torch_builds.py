@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from builder.rules.sources import PYPI_TORCH_FILES, TORCH_BUILD_CUDA_SH, Source
+from builder.facts.sources import PYPI_TORCH_FILES, TORCH_BUILD_CUDA_SH, Source
 
 _ARCH_2_8 = ("sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from builder.rules import drivers as driver_rules
-from builder.rules.driver_version import DriverVersion
-from builder.rules.sources import (
+from builder.facts import drivers as driver_rules
+from builder.facts.driver_version import DriverVersion
+from builder.facts.sources import (
     CUDA_FORWARD_COMPAT,
     CUDA_MVC,
     CUDA_RELEASE_NOTES,
@@ -127,5 +127,5 @@ def minor(cuda: Version) -> str:
     return f"{cuda.major}.{cuda.minor}"
 
 
-# The CUDA version each driver branch reports lives with the branch facts (rules/drivers.py).
+# The CUDA version each driver branch reports lives with the branch facts (facts/drivers.py).
 driver_cuda_version = driver_rules.driver_cuda_version

@@ -1,4 +1,4 @@
-"""Where a fact comes from. Every number in builder.rules carries one of these."""
+"""Where a fact comes from. Every number in builder.facts carries one of these."""
 
 from __future__ import annotations
 
