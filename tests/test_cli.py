@@ -85,7 +85,7 @@ def test_explain_a_broken_cell_shows_the_error(
         *DAY,
     )
     assert code == 2
-    assert "error gpu.open-modules" in out
+    assert "block gpu.open-modules" in out
 
 
 def test_check_reports_all_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -115,4 +115,9 @@ DISTROS: dict[str, Distro] = {
     )
 }
 FAMILIES = ("el9", "debian")
+# Warn this many days ahead of an OS release's end of life: trainimg policy, not a published
+# fact (the end-of-life dates are, each with its source above). Half a year is the time a team
+# needs to move its cells (or a host) to the next release; driver branches get the same window
+# (builder.facts.drivers.BRANCH_EOL_WARN_DAYS).
+EOL_WARN_DAYS = 180
 GLIBC_SOURCE = _RHEL9_BASE

@@ -13,11 +13,11 @@ from collections.abc import Callable
 
 from packaging.version import InvalidVersion, Version
 
-from builder.check import EOL_WARN_DAYS
 from builder.facts import drivers as driver_rules
 from builder.facts import gpus as gpu_rules
 from builder.facts import host as host_rules
 from builder.facts.driver_version import DriverVersion
+from builder.facts.oses import EOL_WARN_DAYS
 from builder.facts.sources import CUDA_GPUS, DATACENTER_DRIVER_LIFECYCLE
 from builder.preflight import admin_checks
 from builder.preflight.gather import HostGpu, HostState
