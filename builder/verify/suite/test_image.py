@@ -4,6 +4,13 @@ Three sources meet here: the matrix cell (ctx["expect"], source "matrix"; or onl
 when the cell is not in this matrix), the image's labels and configuration (ctx["image"]), and
 the running container (the `host`). A check that cannot apply (no GPU on this host, a CPU cell)
 is SKIPPED with the reason; it never passes in its place.
+
+Each test is registered once as a verify check (`@check(name, "verify")`, name = the test's name
+without `test_`): `trainimg verify --help`, docs/verify.md's table and this file are held to one
+another by tests/verify/test_report.py. One file on purpose, over 400 lines: pytest runs a
+file's tests in the order they are written, and that order is the report's (versions, GPU code,
+training, image configuration); several files would run alphabetically. The checks also share
+the three-way comparison (`_same`) and the label helpers.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import pytest
 
 from builder import arches as coverage
 from builder.errors import TrainimgError
+from builder.judgement.registry import check
 from builder.requirements import parse as parse_requirement
 from builder.verify.scan import parse_output, reader_argv
 
@@ -56,6 +64,7 @@ def _same(
         )
 
 
+@check("os_release", "verify", summary="/etc/os-release is the cell's OS")
 def test_os_release(facts: dict[str, Any], expect: dict[str, Any], detail: Detail) -> None:
     osr = facts.get("os_release") or {}
     want_id, want_version = expect.get("os_release") or ("", "")
@@ -67,12 +76,14 @@ def test_os_release(facts: dict[str, Any], expect: dict[str, Any], detail: Detai
     detail(osr.get("PRETTY_NAME", got))
 
 
+@check("python_version", "verify", summary="Python as label and matrix say")
 def test_python_version(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:
     minor = ".".join(facts["python"].split(".")[:2])
     _same("Python", minor, f"{P}.python.version", ctx, ctx["expect"].get("python"))
     detail(f"Python {facts['python']} ({facts['executable']})")
 
 
+@check("torch_version", "verify", summary="torch.__version__ as label and matrix say")
 def test_torch_version(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:
     if "torch" not in facts:
         fail(f"torch does not import in the image: {facts.get('torch_error')}")
@@ -80,6 +91,11 @@ def test_torch_version(facts: dict[str, Any], ctx: dict[str, Any], detail: Detai
     detail(f"torch {facts['torch']}")
 
 
+@check(
+    "cuda_version",
+    "verify",
+    summary="torch.version.cuda == 12.8 for cu128 (None for CPU cells)",
+)
 def test_cuda_version(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:
     expect = ctx["expect"]
     got = facts.get("torch_cuda")
@@ -100,6 +116,11 @@ def test_cuda_version(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail
     detail(f"torch.version.cuda == {got}; CUDA_VERSION={env_cuda}")
 
 
+@check(
+    "gcc_version",
+    "verify",
+    summary="the cell's gcc (devel; runtime images that carry one for torch.compile)",
+)
 def test_gcc_version(host: Any, ctx: dict[str, Any], detail: Detail) -> None:
     expect = ctx["expect"]
     result = host.run("gcc -dumpfullversion")
@@ -121,6 +142,7 @@ def test_gcc_version(host: Any, ctx: dict[str, Any], detail: Detail) -> None:
     detail(f"gcc {result.stdout.strip()}")
 
 
+@check("trainer_version", "verify", summary="the bundled trainer is this tree's")
 def test_trainer_version(
     trainer_info: dict[str, Any], facts: dict[str, Any], expect: dict[str, Any], detail: Detail
 ) -> None:
@@ -141,6 +163,7 @@ def test_trainer_version(
     detail(f"trainer {got}")
 
 
+@check("nvidia_smi", "verify", summary="nvidia-smi lists >= 1 GPU (skipped: no GPU here)")
 def test_nvidia_smi(host: Any, ctx: dict[str, Any], detail: Detail) -> None:
     gpu = ctx["gpu"]
     if not gpu["attached"]:
@@ -171,6 +194,11 @@ def _promised(ctx: dict[str, Any]) -> list[str]:
     return promised
 
 
+@check(
+    "sm_kernels_arch_flags",
+    "verify",
+    summary="torch._C._cuda_getArchFlags() has every promised arch",
+)
 def test_sm_kernels_arch_flags(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:
     if not is_cuda(ctx["expect"]):
         if facts.get("has_arch_flags"):
@@ -190,6 +218,11 @@ def test_sm_kernels_arch_flags(facts: dict[str, Any], ctx: dict[str, Any], detai
     detail(f"arch flags: {' '.join(flags)}")
 
 
+@check(
+    "sm_kernels_fatbin_scan",
+    "verify",
+    summary="every CUDA library has code for every target GPU, by its rule",
+)
 def test_sm_kernels_fatbin_scan(
     host: Any, python: str, ctx: dict[str, Any], facts: dict[str, Any], detail: Detail
 ) -> None:
@@ -341,18 +374,25 @@ def _train(
     detail(f"{preset}: {len(losses)} steps{how} {where}; loss {losses[0]:.4f} -> {losses[-1]:.4f}")
 
 
+@check("train_bf16", "verify", summary="a few BF16 trainer steps: finite, falling loss")
 def test_train_bf16(
     host: Any, python: str, ctx: dict[str, Any], trainer_info: dict[str, Any], detail: Detail
 ) -> None:
     _train(host, python, ctx, trainer_info, "bf16", detail)
 
 
+@check("train_fp8_fwd", "verify", summary="a few FP8-fwd trainer steps: finite, falling loss")
 def test_train_fp8_fwd(
     host: Any, python: str, ctx: dict[str, Any], trainer_info: dict[str, Any], detail: Detail
 ) -> None:
     _train(host, python, ctx, trainer_info, "fp8-fwd", detail)
 
 
+@check(
+    "train_compile",
+    "verify",
+    summary="BF16 steps under torch.compile: compiler and Python headers present",
+)
 def test_train_compile(
     host: Any, python: str, ctx: dict[str, Any], trainer_info: dict[str, Any], detail: Detail
 ) -> None:
@@ -383,6 +423,11 @@ print(mod.__file__)
 """
 
 
+@check(
+    "cpp_extension",
+    "verify",
+    summary="devel: a torch.utils.cpp_extension module builds and runs",
+)
 def test_cpp_extension(host: Any, python: str, ctx: dict[str, Any], detail: Detail) -> None:
     """A devel image builds extensions: torch.utils.cpp_extension compiles (g++, ninja, the
     Python and torch headers), links, imports and runs a tiny C++ operator inside it."""
@@ -398,6 +443,7 @@ def test_cpp_extension(host: Any, python: str, ctx: dict[str, Any], detail: Deta
     detail(f"built, imported and ran {result.stdout.strip().splitlines()[-1]}")
 
 
+@check("nvidia_environment", "verify", summary="NVIDIA_REQUIRE_CUDA and NVIDIA_DRIVER_CAPABILITIES")
 def test_nvidia_environment(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:
     config_env = ctx["image"]["env"]
     inside = facts.get("env") or {}
@@ -446,6 +492,7 @@ def test_nvidia_environment(facts: dict[str, Any], ctx: dict[str, Any], detail: 
     )
 
 
+@check("labels", "verify", summary="labels present and as the matrix says; content hash")
 def test_labels(ctx: dict[str, Any], detail: Detail) -> None:
     have = labels(ctx)
     expect = ctx["expect"]
@@ -492,6 +539,7 @@ def test_labels(ctx: dict[str, Any], detail: Detail) -> None:
     )
 
 
+@check("default_user_not_root", "verify", summary="USER is not root, and inside it is not uid 0")
 def test_default_user_not_root(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:
     user = str(ctx["image"].get("user") or "")
     name = user.split(":", 1)[0]
