@@ -15,7 +15,12 @@ from builder.judgement.severity import BLOCK, OK, SKIP, Severity, worst
 OUTCOMES = ("passed", "failed", "error", "skipped")
 # pytest's outcome on the one severity scale: a failed check and a broken one (an error in a
 # fixture or the collection) both block; a skipped one says why it could not apply.
-SEVERITY: dict[str, Severity] = {"passed": OK, "failed": BLOCK, "error": BLOCK, "skipped": SKIP}
+OUTCOME_SEVERITY: dict[str, Severity] = {
+    "passed": OK,
+    "failed": BLOCK,
+    "error": BLOCK,
+    "skipped": SKIP,
+}
 
 
 @dataclass(frozen=True)
@@ -39,7 +44,7 @@ class CheckResult:
         details: tuple[str, ...] = (),
         seconds: float = 0.0,
     ) -> CheckResult:
-        return cls(Finding(name, SEVERITY[outcome], message), outcome, details, seconds)
+        return cls(Finding(name, OUTCOME_SEVERITY[outcome], message), outcome, details, seconds)
 
     @property
     def name(self) -> str:

@@ -28,7 +28,7 @@ SUITE_DIR = Path(suite.__file__).resolve().parent
 DEFAULT_STEPS = 12
 
 
-def checks() -> tuple[Registered, ...]:
+def suite_checks() -> tuple[Registered, ...]:
     """The checks, in the order they run: the suite's tests, each registered once as a verify
     check with a one-line summary (--help lists them; tests/verify holds docs/verify.md to them)."""
     return registered("verify")

@@ -17,7 +17,7 @@ from builder.judgement.registry import ids, registered
 from builder.judgement.severity import BLOCK
 from builder.verify import expect as expectations
 from builder.verify.report import CheckResult, Report
-from builder.verify.runner import checks, run_suite
+from builder.verify.runner import run_suite, suite_checks
 from builder.workspace import open_workspace
 from tests.docs.tables import first_column_ids
 
@@ -171,8 +171,8 @@ def test_help_lists_every_check_with_its_summary(capsys: pytest.CaptureFixture[s
         main(["verify", "--help"])
     epilog = capsys.readouterr().out.split("checks:\n", 1)[1].split("\n\n", 1)[0]
     rows = [line.split(None, 1) for line in epilog.splitlines()]
-    assert rows == [[c.id, c.summary] for c in checks()]
-    assert [c.id for c in checks()] == CHECKS
+    assert rows == [[c.id, c.summary] for c in suite_checks()]
+    assert [c.id for c in suite_checks()] == CHECKS
 
 
 def test_docs_table_lists_the_registered_checks_in_order() -> None:
