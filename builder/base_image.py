@@ -26,11 +26,13 @@ from typing import Protocol
 
 from builder.engines.base import ImageInfo
 from builder.errors import TrainimgError
-from builder.labels import PREFIX
-
-LISTS_DATE_LABEL = f"{PREFIX}.base.lists-date"
-SUITES_LABEL = f"{PREFIX}.base.suites"
-RECIPE_LABEL = f"{PREFIX}.base.recipe"  # BaseSpec.key: an image of another recipe is remade
+from builder.facts.oses import DISTROS
+from builder.labels import (
+    BASE_LISTS_DATE_LABEL,
+    BASE_RECIPE_LABEL,
+    BASE_SUITE_LABEL,
+    BASE_SUITES_LABEL,
+)
 
 
 class Importer(Protocol):
@@ -65,7 +67,7 @@ class BaseImageError(TrainimgError):
 @dataclass(frozen=True)
 class BaseSpec:
     tag: str
-    suite: str = "bookworm"
+    suite: str = DISTROS["debian12"].codename
     mirror: str = "http://deb.debian.org/debian"
     security_mirror: str = "http://deb.debian.org/debian-security"
     include: tuple[str, ...] = INCLUDE
@@ -184,10 +186,10 @@ def import_changes(spec: BaseSpec, date: str) -> tuple[str, ...]:
         'CMD ["/bin/bash"]',
         "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         # one label per change, no commas: libpod's import splits a change at commas
-        f"LABEL {PREFIX}.base.suite={spec.suite}",
-        f"LABEL {SUITES_LABEL}={'+'.join(spec.suites)}",
-        f"LABEL {LISTS_DATE_LABEL}={date}",
-        f"LABEL {RECIPE_LABEL}={spec.key}",
+        f"LABEL {BASE_SUITE_LABEL}={spec.suite}",
+        f"LABEL {BASE_SUITES_LABEL}={'+'.join(spec.suites)}",
+        f"LABEL {BASE_LISTS_DATE_LABEL}={date}",
+        f"LABEL {BASE_RECIPE_LABEL}={spec.key}",
     )
 
 
@@ -201,7 +203,7 @@ def make_offline_base(
 ) -> bool:
     """Import the base as `spec.tag` unless it exists; returns True when it was (re)made."""
     if engine.image_exists(spec.tag) and not force:
-        recipe = engine.inspect_image(spec.tag).labels.get(RECIPE_LABEL)
+        recipe = engine.inspect_image(spec.tag).labels.get(BASE_RECIPE_LABEL)
         if recipe == spec.key:
             log(f"{spec.tag} exists")
             return False

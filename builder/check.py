@@ -18,7 +18,7 @@ from builder.facts import gpus as gpu_rules
 from builder.facts import sources, torch_builds
 from builder.facts.oses import GLIBC_SOURCE
 from builder.facts.sources import Source
-from builder.labels import arch_list
+from builder.labels import BASE_PINNED_LABEL, arch_list
 from builder.matrix.expand import Expansion
 from builder.matrix.model import Cell, Matrix
 
@@ -149,7 +149,7 @@ def _base_pinned(cell: Cell, today: dt.date) -> Iterator[Finding]:
             "base.pinned",
             WARN,
             f"base {cell.os.base} is not pinned by digest: the image is labelled "
-            f"io.trainimg.base.pinned=false; add oses.{cell.os.key}.digest",
+            f"{BASE_PINNED_LABEL}=false; add oses.{cell.os.key}.digest",
             (MATRIX_SOURCE,),
             "os",
         )

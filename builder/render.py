@@ -21,7 +21,7 @@ from builder.errors import RenderError
 from builder.facts import cuda as cuda_rules
 from builder.facts import torch_builds
 from builder.labels import (
-    PREFIX,
+    CELL_HASH_LABEL,
     TRAINER_HOME,
     USER_ID,
     VENV,
@@ -91,7 +91,7 @@ def context(cell: Cell, project: Project) -> dict[str, Any]:
         devel += cell.os.devel_packages
         devel += repo.devel if repo else ()
     labels_ = labels(cell, project)
-    labels_[f"{PREFIX}.cell.hash"] = cell.content_hash
+    labels_[CELL_HASH_LABEL] = cell.content_hash
     return {
         "version": __version__,
         "cell": cell,
