@@ -39,7 +39,7 @@ from builder.closure import Wheel
 from builder.errors import TrainimgError
 from builder.facts import torch_builds
 from builder.matrix.model import Cell, Project
-from builder.render import context as render_context
+from builder.render import template_vars
 
 LOCK_NAME = "wheelhouse.lock"
 PYPI = "https://pypi.org/simple"
@@ -62,9 +62,9 @@ class Requirement:
 
 
 def requirements(cell: Cell, project: Project) -> tuple[Requirement, ...]:
-    """Exactly what the cell's Containerfile pip-installs (one source: render.context)."""
+    """Exactly what the cell's Containerfile pip-installs (one source: render.template_vars)."""
     out = []
-    for spec in render_context(cell, project)["pip_requirements"]:
+    for spec in template_vars(cell, project)["pip_requirements"]:
         m = _REQ.match(str(spec))
         if not m:
             raise WheelhouseError(f"cell {cell.name}: requirement {spec!r} is not an exact pin")

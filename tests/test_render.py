@@ -132,14 +132,13 @@ def test_pinned_base_is_used_by_digest() -> None:
 
 
 def _project_copy(tmp_path: Path) -> Path:
-    shutil.copy(REPO / "Containerfile.base", tmp_path)
     shutil.copytree(REPO / "images" / "templates", tmp_path / "images" / "templates")
     return tmp_path
 
 
 def test_undefined_template_value_is_an_error(tmp_path: Path) -> None:
     root = _project_copy(tmp_path)
-    base = root / "Containerfile.base"
+    base = root / "images" / "templates" / "base.Containerfile.j2"
     base.write_text(base.read_text().replace("{{ base_ref }}", "{{ base_reff }}"))
     with pytest.raises(RenderError, match="'base_reff' is undefined"):
         render_all(root, EXPANSION.cells, MATRIX.project)
