@@ -49,7 +49,7 @@ class Importer(Protocol):
 # apt: python3.X with its venv module and headers, and the compiler torch.compile (Inductor's C++,
 # Triton's launcher) and extensions need - g++ (with gcc), make, ninja.
 INCLUDE = ("python3", "python3-venv", "python3-dev", "g++", "make", "ninja-build")
-TRIM = (
+ROOTFS_TRIM = (
     "var/lib/apt/lists",
     "var/cache/apt",
     "usr/share/doc",
@@ -153,7 +153,7 @@ def rootfs_tarball(spec: BaseSpec, cache_dir: Path, log: Callable[[str], None]) 
         date = release_date(
             [p.read_text(errors="replace") for p in sorted(lists.glob("*Release")) if p.is_file()]
         )
-        for rel in TRIM:
+        for rel in ROOTFS_TRIM:
             target = root / rel
             if target.is_dir():
                 shutil.rmtree(target)

@@ -18,7 +18,7 @@ from builder.facts import gpus as gpu_rules
 from builder.facts import sources, torch_builds
 from builder.facts.oses import GLIBC_SOURCE
 from builder.facts.sources import Source
-from builder.labels import BASE_PINNED_LABEL, arch_list
+from builder.labels import BASE_PINNED_LABEL, cell_arch_list
 from builder.matrix.expand import Expansion
 from builder.matrix.model import Cell, Matrix
 
@@ -463,7 +463,7 @@ def _gpus(cell: Cell, today: dt.date) -> Iterator[Finding]:
                 "accelerator",
             )
         return
-    arches = arch_list(cell)
+    arches = cell_arch_list(cell)
     arch_src = torch_builds.ARCH_LIST_SOURCES.get(torch_builds.torch_minor(cell.torch))
     for g in cell.gpus:
         cc = f"{g.cc[0]}.{g.cc[1]}"

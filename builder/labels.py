@@ -60,7 +60,7 @@ TRAINER_HOME = "/opt/trainimg"
 USER_ID = 1000
 
 
-def arch_list(cell: Cell) -> tuple[str, ...]:
+def cell_arch_list(cell: Cell) -> tuple[str, ...]:
     arches = torch_builds.arch_list(cell.torch, cell.accelerator)
     return arches if arches is not None else ()
 
@@ -102,7 +102,7 @@ def env(cell: Cell) -> dict[str, str]:
     return out
 
 
-def labels(cell: Cell, project: Project) -> dict[str, str]:
+def cell_labels(cell: Cell, project: Project) -> dict[str, str]:
     """Every label of the image except the content hash (which is computed over these)."""
     o = OCI_PREFIX
     out = {
@@ -139,7 +139,7 @@ def labels(cell: Cell, project: Project) -> dict[str, str]:
     if cell.cuda is not None and cell.driver is not None:
         out |= {
             CUDA_LABEL: str(cell.cuda.version),
-            ARCH_LIST_LABEL: " ".join(arch_list(cell)),
+            ARCH_LIST_LABEL: " ".join(cell_arch_list(cell)),
             DRIVER_MIN_LABEL: min_driver(cell) or "unknown",
             DRIVER_BRANCH_LABEL: str(cell.driver.branch),
             KERNEL_MODULE_LABEL: cell.driver.kernel_module,
@@ -179,7 +179,7 @@ def content_hash(cell: Cell, project: Project) -> str:
         ),
         "python_packages": [[p.name, p.version] for p in cell.python_packages],
         "gpus": [g.key for g in cell.gpus],
-        "labels": labels(cell, project),
+        "labels": cell_labels(cell, project),
         "env": env(cell),
     }
     blob = json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()

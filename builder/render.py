@@ -25,8 +25,8 @@ from builder.labels import (
     TRAINER_HOME,
     USER_ID,
     VENV,
+    cell_labels,
     env,
-    labels,
     torchao_version,
 )
 from builder.matrix.model import Cell, Pin, Project
@@ -89,7 +89,7 @@ def template_vars(cell: Cell, project: Project) -> dict[str, Any]:
     if cell.flavour == "devel":
         devel += cell.os.devel_packages
         devel += repo.devel if repo else ()
-    labels_ = labels(cell, project)
+    labels_ = cell_labels(cell, project)
     labels_[CELL_HASH_LABEL] = cell.content_hash
     return {
         "version": __version__,

@@ -82,7 +82,7 @@ def from_workspace(ws: Workspace) -> list[ImageRecord]:
     out = []
     for cell in ws.cells:
         env = lab.env(cell)
-        labels = lab.labels(cell, ws.matrix.project)
+        labels = lab.cell_labels(cell, ws.matrix.project)
         reqs, origin = requirements_from_env(env)
         out.append(
             ImageRecord(
