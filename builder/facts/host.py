@@ -211,7 +211,7 @@ def os_family(os_id: str, id_like: str = "") -> str | None:
     return None
 
 
-def host_os(os_id: str, version_id: str) -> HostOs | None:
+def host_os_lifecycle(os_id: str, version_id: str) -> HostOs | None:
     """The lifecycle entry for an os-release ID/VERSION_ID (ID_LIKE is never used to guess)."""
     major = version_id.split(".", 1)[0]
     return next((o for o in HOST_OSES if os_id in o.ids and o.major == major), None)
