@@ -26,7 +26,7 @@ from typing import Protocol
 
 from builder.engines.base import ImageInfo
 from builder.errors import TrainimgError
-from builder.facts.oses import DISTROS
+from builder.facts.oses import DEBIAN_MIRROR, DEBIAN_SECURITY_MIRROR, DISTROS
 from builder.labels import (
     BASE_LISTS_DATE_LABEL,
     BASE_RECIPE_LABEL,
@@ -68,8 +68,8 @@ class BaseImageError(TrainimgError):
 class BaseSpec:
     tag: str
     suite: str = DISTROS["debian12"].codename
-    mirror: str = "http://deb.debian.org/debian"
-    security_mirror: str = "http://deb.debian.org/debian-security"
+    mirror: str = DEBIAN_MIRROR
+    security_mirror: str = DEBIAN_SECURITY_MIRROR
     include: tuple[str, ...] = INCLUDE
 
     @property

@@ -15,7 +15,7 @@ from builder.engines.base import Engine
 from builder.engines.discover import engine_session
 from builder.engines.local_podman import ROOT_ENV
 from builder.errors import TrainimgError
-from builder.facts.oses import DISTROS
+from builder.facts.oses import DEBIAN_MIRROR, DISTROS
 from builder.matrix.model import OsSpec
 
 
@@ -40,7 +40,7 @@ def register(sub: Any) -> None:
         help="where the rootfs tarball is cached (default: $TRAINIMG_CACHE or .cache)",
     )
     p.add_argument("--force", action="store_true", help="re-import even if the image exists")
-    p.add_argument("--mirror", default="http://deb.debian.org/debian", help="the Debian mirror")
+    p.add_argument("--mirror", default=DEBIAN_MIRROR, help="the Debian mirror")
     p.set_defaults(func=run)
 
 

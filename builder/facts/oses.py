@@ -140,4 +140,14 @@ DISTROS: dict[str, Distro] = {
     )
 }
 FAMILIES = ("el9", "debian")
+
+# Where the offline Debian base is fetched from: the project's own redirector for the release
+# and -updates suites, and the security archive for -security (https://www.debian.org/mirror/list,
+# https://www.debian.org/security/: "deb http://security.debian.org/debian-security ...";
+# deb.debian.org serves the same archive through its CDN).
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+DEBIAN_SECURITY_MIRROR = "http://deb.debian.org/debian-security"
+DEBIAN_MIRRORS_SOURCE = Source(
+    "https://www.debian.org/mirror/list and https://www.debian.org/security/", confirmed=False
+)
 GLIBC_SOURCE = _RHEL9_BASE
