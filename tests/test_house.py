@@ -1,5 +1,5 @@
 """House rules of issue 15, checked on the source tree: a public name has one meaning in
-builder/, and a long module says why it is long.
+builder/, a long module says why it is long, and label keys are spelled in builder/labels.py.
 
 Both rules keep an explicit list of what is allowed (with the reason) and of what is still
 PENDING (being split under issue 15). A PENDING entry that no longer offends must be removed,
@@ -140,3 +140,40 @@ def test_no_module_is_over_400_lines_without_saying_why() -> None:
     )
     stale = sorted(PENDING_LONG - found)
     assert stale == [], "split or explained: remove from PENDING_LONG"
+
+
+LABEL_NAMESPACES = ("io.trainimg", "org.opencontainers", "com.nvidia")
+
+
+def label_spellings() -> list[str]:
+    """String literals (docstrings aside) of builder/, trainer/ and scripts/ outside
+    builder/labels.py that spell a label namespace: each should be a labels.py constant."""
+    out = []
+    for top in ("builder", "trainer", "scripts"):
+        for path in sorted((REPO / top).rglob("*.py")):
+            rel = path.relative_to(REPO).as_posix()
+            if rel == "builder/labels.py":
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            docstrings = {
+                id(node.body[0].value)
+                for node in ast.walk(tree)
+                if isinstance(
+                    node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+                )
+                and node.body
+                and isinstance(node.body[0], ast.Expr)
+            }
+            out += [
+                f"{rel}:{node.lineno}: {node.value[:60]!r}"
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+                and any(ns in node.value for ns in LABEL_NAMESPACES)
+            ]
+    return out
+
+
+def test_label_keys_are_spelled_only_in_labels_py() -> None:
+    assert label_spellings() == []

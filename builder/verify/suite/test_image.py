@@ -467,7 +467,7 @@ def test_labels(ctx: dict[str, Any], detail: Detail) -> None:
         fail(f"labels missing: {', '.join(missing)}")
     if have[f"{P}.cell"] != have[OCI_REF_NAME_LABEL]:
         fail(
-            f"label {P}.cell ({have[f'{P}.cell']}) and org.opencontainers.image.ref.name "
+            f"label {P}.cell ({have[f'{P}.cell']}) and {OCI_REF_NAME_LABEL} "
             f"({have[OCI_REF_NAME_LABEL]}) disagree"
         )
     if expect.get("source") != "matrix":
