@@ -45,7 +45,7 @@ def cell_summary(cell: Cell) -> dict[str, Any]:
         "torchao": lab.torchao_version(cell),
         "base": cell.os.base_ref,
         "base_pinned": bool(cell.os.digest or cell.os.local),
-        "arch_list": list(lab.arch_list(cell)),
+        "arch_list": list(lab.cell_arch_list(cell)),
         "min_driver": lab.min_driver(cell),
         "gpus": [g.key for g in cell.gpus],
         "content_hash": cell.content_hash,

@@ -58,7 +58,7 @@ def host_os(state: HostState, plan: Plan, today: dt.date) -> Check:
             f"could not read /etc/os-release: {why}",
             "check the host is Linux and /etc/os-release is readable",
         )
-    known = host_rules.host_os(state.os.id, state.os.version_id)
+    known = host_rules.host_os_lifecycle(state.os.id, state.os.version_id)
     if known is None:
         names = ", ".join(o.name for o in host_rules.HOST_OSES)
         return Check(

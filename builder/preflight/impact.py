@@ -24,6 +24,7 @@ from builder.facts import gpus as gpu_rules
 from builder.facts import host as host_rules
 from builder.facts.driver_version import DriverVersion
 from builder.facts.sources import LIBNVIDIA_CONTAINER_DSL
+from builder.labels import ARCH_LIST_LABEL, DRIVER_MIN_LABEL
 from builder.preflight.gather import HostGpu
 from builder.preflight.images import ImageRecord
 from builder.preflight.model import BLOCK, OK, SKIP, WARN, Check, Severity
@@ -217,7 +218,7 @@ def judge(
         if g.needs_open_modules and flavour == "proprietary":
             broken.append(f"{g.name} needs the open kernel modules; this driver's are proprietary")
         if image.arch_list is None:
-            notes.append("compiled arch list unknown (no io.trainimg.cuda.arch-list label)")
+            notes.append(f"compiled arch list unknown (no {ARCH_LIST_LABEL} label)")
         elif g.cc is not None and gpu_rules.covering_sass(image.arch_list, g.cc) is None:
             broken.append(
                 f"no kernel image for {g.name} ({g.sm}): compiled for "
@@ -313,7 +314,7 @@ def impact_check(rows: list[Row], target: DriverVersion | None, notes: list[str]
             cid,
             WARN,
             finding + tail,
-            "prefer a driver at or above the images' CUDA minimum (io.trainimg.driver.min)",
+            f"prefer a driver at or above the images' CUDA minimum ({DRIVER_MIN_LABEL})",
             IMPACT_SOURCES,
         )
     return Check(cid, OK, finding + tail, "", IMPACT_SOURCES)

@@ -15,6 +15,7 @@ import pytest
 from builder.engines.base import Engine
 from builder.errors import TrainimgError
 from builder.judgement.registry import Registered, registered
+from builder.labels import CELL_LABEL
 from builder.verify import expect as expectations
 from builder.verify import suite
 from builder.verify.lifecycle import plan_gpus, running_container
@@ -103,7 +104,7 @@ def verify(
 ) -> Report:
     """Run every check against `image`; raises KeyboardInterrupt after cleanup on Ctrl-C."""
     info = engine.inspect_image(image)
-    cell = find_cell(workspace, info.labels.get("io.trainimg.cell", ""))
+    cell = find_cell(workspace, info.labels.get(CELL_LABEL, ""))
     if cell is not None and workspace is not None:
         expect = expectations.from_cell(cell, workspace.matrix.project)
     else:

@@ -21,7 +21,7 @@ from builder.judgement.finding import Finding
 from builder.judgement.matrix.apply import PER_GPU
 from builder.judgement.registry import check
 from builder.judgement.severity import BLOCK, OK, WARN
-from builder.labels import arch_list
+from builder.labels import cell_arch_list
 from builder.matrix.model import Cell
 
 
@@ -42,7 +42,7 @@ def _sass(cell: Cell, g: Gpu) -> str | None:
     """The SASS of the cell's torch that runs on `g`; None on a CPU cell, or when none does."""
     if cell.accelerator == "cpu":
         return None
-    return gpu_rules.covering_sass(arch_list(cell), g.cc)
+    return gpu_rules.covering_sass(cell_arch_list(cell), g.cc)
 
 
 def _cc(g: Gpu) -> str:
@@ -54,7 +54,7 @@ def _gpu_arch(cell: Cell, g: Gpu, today: dt.date) -> Iterator[Finding]:
     """the cell's torch has SASS that runs on the GPU"""
     if cell.accelerator == "cpu":
         return  # gpu.cpu-cell judges a CPU cell's GPUs
-    arches = arch_list(cell)
+    arches = cell_arch_list(cell)
     arch_src = torch_builds.ARCH_LIST_SOURCES.get(torch_builds.torch_minor(cell.torch))
     srcs = tuple(s for s in (arch_src, gpu_rules.SASS_COMPAT_SOURCE, g.source) if s)
     sass = _sass(cell, g)

@@ -11,6 +11,7 @@ from builder.facts.sources import MATRIX_YAML
 from builder.judgement.finding import Finding
 from builder.judgement.registry import check
 from builder.judgement.severity import BLOCK, OK, WARN
+from builder.labels import BASE_PINNED_LABEL
 from builder.matrix.model import Cell
 
 
@@ -127,7 +128,7 @@ def _base_pinned(cell: Cell, today: dt.date) -> Iterator[Finding]:
             "base.pinned",
             WARN,
             f"base {cell.os.base} is not pinned by digest: the image is labelled "
-            f"io.trainimg.base.pinned=false; add oses.{cell.os.key}.digest",
+            f"{BASE_PINNED_LABEL}=false; add oses.{cell.os.key}.digest",
             sources=(MATRIX_YAML,),
             subject="os",
         )

@@ -27,10 +27,11 @@ import pytest
 from builder import arches as coverage
 from builder.errors import TrainimgError
 from builder.judgement.registry import check
+from builder.labels import OCI_REF_NAME_LABEL
+from builder.labels import PREFIX as P
 from builder.requirements import parse as parse_requirement
 from builder.verify.scan import parse_output, reader_argv
 
-P = "io.trainimg"
 TRAIN_TIMEOUT = 900  # seconds per preset; coreutils `timeout` inside the container
 Detail = Callable[[str], None]
 
@@ -504,17 +505,17 @@ def test_labels(ctx: dict[str, Any], detail: Detail) -> None:
         f"{P}.python.version",
         f"{P}.torch.version",
         f"{P}.cell.hash",
-        "org.opencontainers.image.ref.name",
+        OCI_REF_NAME_LABEL,
     ]
     if is_cuda(expect):
         required += [f"{P}.cuda.version", f"{P}.cuda.arch-list", f"{P}.driver.min"]
     missing = [k for k in required if k not in have]
     if missing:
         fail(f"labels missing: {', '.join(missing)}")
-    if have[f"{P}.cell"] != have["org.opencontainers.image.ref.name"]:
+    if have[f"{P}.cell"] != have[OCI_REF_NAME_LABEL]:
         fail(
-            f"label {P}.cell ({have[f'{P}.cell']}) and org.opencontainers.image.ref.name "
-            f"({have['org.opencontainers.image.ref.name']}) disagree"
+            f"label {P}.cell ({have[f'{P}.cell']}) and {OCI_REF_NAME_LABEL} "
+            f"({have[OCI_REF_NAME_LABEL]}) disagree"
         )
     if expect.get("source") != "matrix":
         detail(
