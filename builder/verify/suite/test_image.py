@@ -27,8 +27,22 @@ import pytest
 from builder import arches as coverage
 from builder.errors import TrainimgError
 from builder.judgement.registry import check
-from builder.labels import OCI_REF_NAME_LABEL
-from builder.labels import PREFIX as P
+from builder.labels import (
+    ACCELERATOR_LABEL,
+    ARCH_LIST_LABEL,
+    CELL_HASH_LABEL,
+    CELL_LABEL,
+    CUDA_LABEL,
+    DRIVER_MIN_LABEL,
+    FLAVOUR_LABEL,
+    GCC_LABEL,
+    GPUS_LABEL,
+    OCI_REF_NAME_LABEL,
+    OS_LABEL,
+    PYTHON_LABEL,
+    TORCH_LABEL,
+    TRAINER_VERSION_LABEL,
+)
 from builder.requirements import parse as parse_requirement
 from builder.verify.scan import parse_output, reader_argv
 
@@ -80,7 +94,7 @@ def test_os_release(facts: dict[str, Any], expect: dict[str, Any], detail: Detai
 @check("python_version", "verify", summary="Python as label and matrix say")
 def test_python_version(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:
     minor = ".".join(facts["python"].split(".")[:2])
-    _same("Python", minor, f"{P}.python.version", ctx, ctx["expect"].get("python"))
+    _same("Python", minor, PYTHON_LABEL, ctx, ctx["expect"].get("python"))
     detail(f"Python {facts['python']} ({facts['executable']})")
 
 
@@ -88,7 +102,7 @@ def test_python_version(facts: dict[str, Any], ctx: dict[str, Any], detail: Deta
 def test_torch_version(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:
     if "torch" not in facts:
         fail(f"torch does not import in the image: {facts.get('torch_error')}")
-    _same("torch", facts["torch"], f"{P}.torch.version", ctx, ctx["expect"].get("torch"))
+    _same("torch", facts["torch"], TORCH_LABEL, ctx, ctx["expect"].get("torch"))
     detail(f"torch {facts['torch']}")
 
 
@@ -103,14 +117,14 @@ def test_cuda_version(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail
     if not is_cuda(expect):
         if got is not None:
             fail(f"a CPU cell, but torch is a CUDA {got} build")
-        if f"{P}.cuda.version" in labels(ctx):
-            fail(f"a CPU cell, but label {P}.cuda.version says {labels(ctx)[f'{P}.cuda.version']}")
+        if CUDA_LABEL in labels(ctx):
+            fail(f"a CPU cell, but label {CUDA_LABEL} says {labels(ctx)[CUDA_LABEL]}")
         detail("CPU build: torch.version.cuda is None, as a CPU cell should be")
         return
     want = expect.get("torch_cuda")
     if got != want:
         fail(f"torch.version.cuda is {got}, but the cell's CUDA {expect.get('cuda')} needs {want}")
-    _same("CUDA", expect.get("cuda"), f"{P}.cuda.version", ctx, expect.get("cuda"))
+    _same("CUDA", expect.get("cuda"), CUDA_LABEL, ctx, expect.get("cuda"))
     env_cuda = ctx["image"]["env"].get("CUDA_VERSION")
     if env_cuda != expect.get("cuda"):
         fail(f"CUDA_VERSION is {env_cuda}, the cell says {expect.get('cuda')}")
@@ -139,7 +153,7 @@ def test_gcc_version(host: Any, ctx: dict[str, Any], detail: Detail) -> None:
     if result.rc != 0:
         fail(f"gcc does not run in a devel image: {result.stderr.strip()[-300:]}")
     major = result.stdout.strip().split(".")[0]
-    _same("gcc major", major, f"{P}.gcc.version", ctx, expect.get("gcc"))
+    _same("gcc major", major, GCC_LABEL, ctx, expect.get("gcc"))
     detail(f"gcc {result.stdout.strip()}")
 
 
@@ -157,7 +171,7 @@ def test_trainer_version(
     if want is None:
         pytest.skip(
             f"trainer {got} found, but nothing says which version to expect (no label "
-            f"{P}.trainer.version and no trainer/ beside this trainimg)"
+            f"{TRAINER_VERSION_LABEL} and no trainer/ beside this trainimg)"
         )
     if got != want:
         fail(f"the bundled trainer is {got}, expected {want}: rebuild the image from this tree")
@@ -183,10 +197,10 @@ def test_nvidia_smi(host: Any, ctx: dict[str, Any], detail: Detail) -> None:
 
 def _promised(ctx: dict[str, Any]) -> list[str]:
     expect = ctx["expect"]
-    label = labels(ctx).get(f"{P}.cuda.arch-list", "").split()
+    label = labels(ctx).get(ARCH_LIST_LABEL, "").split()
     if expect.get("source") == "matrix" and label != list(expect.get("arch_list") or []):
         fail(
-            f"label {P}.cuda.arch-list says {' '.join(label) or '(nothing)'}, the matrix "
+            f"label {ARCH_LIST_LABEL} says {' '.join(label) or '(nothing)'}, the matrix "
             f"promises {' '.join(expect.get('arch_list') or [])}"
         )
     promised = list(expect.get("arch_list") or label)
@@ -258,13 +272,13 @@ def test_sm_kernels_fatbin_scan(
             f"libtorch_cuda.so: {' '.join(missing)} SASS missing from some of its "
             f"{core['containers']} kernel modules (every module has: {' '.join(every)})"
         )
-    targets = labels(ctx).get(f"{P}.gpus", "").split()
+    targets = labels(ctx).get(GPUS_LABEL, "").split()
     short = []
     for key in targets:
         try:
             gpu_name, cc = coverage.parse_gpu(key)
         except TrainimgError as exc:
-            fail(f"label {P}.gpus names {key!r}: {exc}")
+            fail(f"label {GPUS_LABEL} names {key!r}: {exc}")
         cov = coverage.library_coverage(core, cc)
         if cov.verdict != "yes":
             short.append(f"{gpu_name}: {cov.explain()}")
@@ -498,28 +512,28 @@ def test_labels(ctx: dict[str, Any], detail: Detail) -> None:
     have = labels(ctx)
     expect = ctx["expect"]
     required = [
-        f"{P}.cell",
-        f"{P}.os",
-        f"{P}.accelerator",
-        f"{P}.flavour",
-        f"{P}.python.version",
-        f"{P}.torch.version",
-        f"{P}.cell.hash",
+        CELL_LABEL,
+        OS_LABEL,
+        ACCELERATOR_LABEL,
+        FLAVOUR_LABEL,
+        PYTHON_LABEL,
+        TORCH_LABEL,
+        CELL_HASH_LABEL,
         OCI_REF_NAME_LABEL,
     ]
     if is_cuda(expect):
-        required += [f"{P}.cuda.version", f"{P}.cuda.arch-list", f"{P}.driver.min"]
+        required += [CUDA_LABEL, ARCH_LIST_LABEL, DRIVER_MIN_LABEL]
     missing = [k for k in required if k not in have]
     if missing:
         fail(f"labels missing: {', '.join(missing)}")
-    if have[f"{P}.cell"] != have[OCI_REF_NAME_LABEL]:
+    if have[CELL_LABEL] != have[OCI_REF_NAME_LABEL]:
         fail(
-            f"label {P}.cell ({have[f'{P}.cell']}) and {OCI_REF_NAME_LABEL} "
+            f"label {CELL_LABEL} ({have[CELL_LABEL]}) and {OCI_REF_NAME_LABEL} "
             f"({have[OCI_REF_NAME_LABEL]}) disagree"
         )
     if expect.get("source") != "matrix":
         detail(
-            f"{len(have)} labels present and consistent; cell {have[f'{P}.cell']} is not in "
+            f"{len(have)} labels present and consistent; cell {have[CELL_LABEL]} is not in "
             "this matrix, so they were not compared with it"
         )
         return
@@ -530,9 +544,9 @@ def test_labels(ctx: dict[str, Any], detail: Detail) -> None:
     ]
     if wrong:
         fail(f"{len(wrong)} labels differ from the matrix: " + "; ".join(wrong[:4]))
-    if have[f"{P}.cell.hash"] != expect["content_hash"]:
+    if have[CELL_HASH_LABEL] != expect["content_hash"]:
         fail(
-            f"label {P}.cell.hash is {have[f'{P}.cell.hash']}, the matrix cell hashes to "
+            f"label {CELL_HASH_LABEL} is {have[CELL_HASH_LABEL]}, the matrix cell hashes to "
             f"{expect['content_hash']}: the image is stale, rebuild it"
         )
     detail(
