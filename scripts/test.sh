@@ -1,9 +1,53 @@
 #!/usr/bin/env bash
-# Set up a fresh machine (scripts/setup.sh) and run every check CI runs: lint, types, the
-# rendered Containerfiles against the matrix (drift), and the test suite. Extra arguments go
-# to pytest, e.g. scripts/test.sh -k render
+# The tests, in two speeds (docs/testing.md). With no option: set up a fresh machine
+# (scripts/setup.sh) and run every check CI runs (.ci/run) - lint, types, the rendered
+# Containerfiles against the matrix (drift) and the whole test suite. --quick: the unit tests
+# only, on every core, for the edit-test loop. Extra arguments go to pytest, e.g.
+# scripts/test.sh -k render
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Tests marked engine (podman, dockerd, a registry), integration (torch training, the trainer or
+# a CLI as a process, dnf, compilers, downloads) or slow; tests/conftest.py marks a test by the
+# fixtures it uses.
+QUICK_MARKS="not engine and not integration and not slow"
+
+usage() {
+    cat <<EOF
+usage: scripts/test.sh [--quick] [PYTEST-ARGS...]
+
+  (no option)  what CI runs (.ci/run): scripts/setup.sh, ruff check, ruff format --check,
+               mypy --strict, trainimg render --check, then every test: unit, integration
+               (torch training, the trainer and CLIs as processes, dnf, downloads) and engine
+               (the podman store, dockerd, a registry, image builds, the README tour)
+  --quick      the unit tests only: pytest -m "$QUICK_MARKS"
+               -n auto (pytest-xdist, a worker per core); no setup unless .venv lacks it, no
+               lint, types or drift check; about 30 CPU-seconds, under a minute on 2 cores
+  -h, --help   this text
+
+Extra arguments go to pytest, e.g. scripts/test.sh --quick -k render
+EOF
+}
+
+quick=0
+case "${1:-}" in
+-h | --help)
+    usage
+    exit 0
+    ;;
+--quick)
+    quick=1
+    shift
+    ;;
+esac
+
+if ((quick)); then
+    if ! .venv/bin/python -c "import xdist" 2>/dev/null; then
+        scripts/setup.sh
+    fi
+    exec .venv/bin/pytest -m "$QUICK_MARKS" -n auto -q "$@"
+fi
+
 scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

@@ -46,6 +46,7 @@ RENDER_IN_A_PROCESS = (
 
 
 @pytest.mark.parametrize("seed", ["0", "1", "4242"])
+@pytest.mark.integration
 def test_output_is_the_same_in_every_process(seed: str) -> None:
     """Two renders in one process share their hash seed, set order and caches, so they would
     agree even when the output is not deterministic: render in fresh interpreters with

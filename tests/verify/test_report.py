@@ -127,6 +127,7 @@ def on_this_machine(expect: dict[str, Any]) -> dict[str, str]:
     }
 
 
+@pytest.mark.integration
 def test_mixed_outcomes_and_reports(local_ctx: dict[str, Any], tmp_path: Path) -> None:
     junit = tmp_path / "verify.xml"
     code, checks = run_suite(local_ctx, str(junit))
