@@ -2,7 +2,7 @@
 # The tests, in two speeds (docs/testing.md). With no option: set up a fresh machine
 # (scripts/setup.sh) and run every check CI runs (.ci/run) - lint, types, the rendered
 # Containerfiles against the matrix (drift) and the whole test suite. --quick: the unit tests
-# only, on every core, for the edit-test loop. Extra arguments go to pytest, e.g.
+# only, for the edit-test loop. Extra arguments go to pytest, e.g.
 # scripts/test.sh -k render
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,8 +21,8 @@ usage: scripts/test.sh [--quick] [PYTEST-ARGS...]
                (torch training, the trainer and CLIs as processes, dnf, downloads) and engine
                (the podman store, dockerd, a registry, image builds, the README tour)
   --quick      the unit tests only: pytest -m "$QUICK_MARKS"
-               -n auto (pytest-xdist, a worker per core); no setup unless .venv lacks it, no
-               lint, types or drift check; about 30 CPU-seconds, under a minute on 2 cores
+               in one process; no setup unless .venv is missing, no lint, types or drift
+               check; about 20 CPU-seconds, 20-40 s on 2 shared cores
   -h, --help   this text
 
 Extra arguments go to pytest, e.g. scripts/test.sh --quick -k render
@@ -42,10 +42,12 @@ case "${1:-}" in
 esac
 
 if ((quick)); then
-    if ! .venv/bin/python -c "import xdist" 2>/dev/null; then
+    if [ ! -x .venv/bin/pytest ]; then
         scripts/setup.sh
     fi
-    exec .venv/bin/pytest -m "$QUICK_MARKS" -n auto -q "$@"
+    # One process: collection (torch and the test modules imported) is ~5 of its ~20
+    # CPU-seconds, and pytest-xdist repeats it in every worker - measured slower on 2 cores.
+    exec .venv/bin/pytest -m "$QUICK_MARKS" -q "$@"
 fi
 
 scripts/setup.sh
