@@ -1,9 +1,55 @@
 #!/usr/bin/env bash
-# Set up a fresh machine (scripts/setup.sh) and run every check CI runs: lint, types, the
-# rendered Containerfiles against the matrix (drift), and the test suite. Extra arguments go
-# to pytest, e.g. scripts/test.sh -k render
+# The tests, in two speeds (docs/testing.md). With no option: set up a fresh machine
+# (scripts/setup.sh) and run every check CI runs (.ci/run) - lint, types, the rendered
+# Containerfiles against the matrix (drift) and the whole test suite. --quick: the unit tests
+# only, for the edit-test loop. Extra arguments go to pytest, e.g.
+# scripts/test.sh -k render
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Tests marked engine (podman, dockerd, a registry), integration (torch training, the trainer or
+# a CLI as a process, dnf, compilers, downloads) or slow; tests/conftest.py marks a test by the
+# fixtures it uses.
+QUICK_MARKS="not engine and not integration and not slow"
+
+usage() {
+    cat <<EOF
+usage: scripts/test.sh [--quick] [PYTEST-ARGS...]
+
+  (no option)  what CI runs (.ci/run): scripts/setup.sh, ruff check, ruff format --check,
+               mypy --strict, trainimg render --check, then every test: unit, integration
+               (torch training, the trainer and CLIs as processes, dnf, downloads) and engine
+               (the podman store, dockerd, a registry, image builds, the README tour)
+  --quick      the unit tests only: pytest -m "$QUICK_MARKS"
+               in one process; no setup unless .venv is missing, no lint, types or drift
+               check; about 20 CPU-seconds, 20-40 s on 2 shared cores
+  -h, --help   this text
+
+Extra arguments go to pytest, e.g. scripts/test.sh --quick -k render
+EOF
+}
+
+quick=0
+case "${1:-}" in
+-h | --help)
+    usage
+    exit 0
+    ;;
+--quick)
+    quick=1
+    shift
+    ;;
+esac
+
+if ((quick)); then
+    if [ ! -x .venv/bin/pytest ]; then
+        scripts/setup.sh
+    fi
+    # One process: collection (torch and the test modules imported) is ~5 of its ~20
+    # CPU-seconds, and pytest-xdist repeats it in every worker - measured slower on 2 cores.
+    exec .venv/bin/pytest -m "$QUICK_MARKS" -q "$@"
+fi
+
 scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

@@ -18,6 +18,34 @@ CACHE = Path(os.environ.get("TRAINIMG_TEST_CACHE", REPO / ".cache" / "test"))
 BASE_TAG = "localhost/trainimg-base:bookworm"
 
 
+# --- the two speeds: what a test uses decides its marks (docs/testing.md) --------------------
+# `scripts/test.sh --quick` leaves out engine, integration and slow tests; the full run (CI)
+# runs them all. A test is marked by the fixtures it uses (their whole closure), so a new test
+# on the podman store is never mistaken for a unit test.
+
+# A real engine or registry process: the isolated podman store and service, dockerd, a
+# registry. run_image/verify_cpu_image reach cpu_image through request.getfixturevalue, which
+# the closure cannot see.
+ENGINE_FIXTURES = frozenset(
+    {"local_podman", "dockerd", "registries", "run_image", "verify_cpu_image"}
+)
+# Real parts fetched or built once per machine: wheels from PyPI (the network on a fresh
+# machine), the cu128 torch wheel's libraries, NVIDIA's tools, a C compiler run.
+INTEGRATION_FIXTURES = frozenset(
+    {"wheelhouse", "cu128_wheelhouse", "torch_cu128", "libcurand", "cuobjdump", "nvcc"}
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: the marks added here count
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        if used & ENGINE_FIXTURES:
+            item.add_marker(pytest.mark.engine)
+        if used & INTEGRATION_FIXTURES:
+            item.add_marker(pytest.mark.integration)
+
+
 def _need_podman() -> None:
     missing = [t for t in ("podman", "runc") if shutil.which(t) is None]
     if missing:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,8 +45,33 @@ def test_golden(name: str) -> None:
     assert text == golden.read_text(encoding="utf-8")
 
 
-def test_output_is_deterministic() -> None:
-    assert rendered() == rendered()
+# Renders every cell in a fresh interpreter and prints {cell: text} as JSON.
+RENDER_IN_A_PROCESS = (
+    "import json, sys; from tests.test_render import rendered; json.dump(rendered(), sys.stdout)"
+)
+
+
+@pytest.mark.parametrize("seed", ["0", "1", "4242"])
+@pytest.mark.integration
+def test_output_is_the_same_in_every_process(seed: str) -> None:
+    """Two renders in one process share their hash seed, set order and caches, so they would
+    agree even when the output is not deterministic: render in fresh interpreters with
+    different PYTHONHASHSEEDs and compare with the committed golden files, byte for byte."""
+    proc = subprocess.run(
+        [sys.executable, "-c", RENDER_IN_A_PROCESS],
+        cwd=REPO,
+        env={**os.environ, "PYTHONHASHSEED": seed},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    texts = json.loads(proc.stdout)
+    assert sorted(texts) == sorted(c.name for c in EXPANSION.cells)
+    for name, text in texts.items():
+        golden = (GOLDEN / f"{name}.Containerfile").read_text(encoding="utf-8")
+        assert text == golden, f"{name} rendered with PYTHONHASHSEED={seed} differs from golden"
 
 
 def instructions(text: str) -> list[str]:

@@ -87,6 +87,7 @@ def test_order(tmp_path: Path, fake_apis: FakeApiFactory) -> None:
     any(p.exists() for p in (ROOTFUL_PODMAN, *DOCKER_SOCKETS)),
     reason="this host has a system engine socket, so `no engine` cannot be shown here",
 )
+@pytest.mark.integration
 def test_cli_without_engine_exits_2(tmp_path: Path) -> None:
     unset = ("CONTAINER_HOST", "DOCKER_HOST", "TRAINIMG_PODMAN_ROOT", "TRAINIMG_ENGINE")
     env = {k: v for k, v in os.environ.items() if k not in unset}

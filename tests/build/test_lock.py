@@ -107,6 +107,7 @@ def _writer(path: str, writer: int, count: int) -> None:
 
 
 @pytest.mark.parametrize("writers", [2, 4, 8])
+@pytest.mark.integration
 def test_concurrent_writer_processes_lose_no_record(tmp_path: Path, writers: int) -> None:
     """N processes update one lock file at once (each read-modify-write under the fcntl
     lock): every record of every writer is there afterwards."""

@@ -121,6 +121,10 @@ def _build_rpm(workdir: Path, outdir: Path, nevra: str) -> None:
     subprocess.run([*cmd, str(spec)], check=True, capture_output=True, timeout=60)
 
 
+# every test here runs dnf against a local EL9 repository
+pytestmark = pytest.mark.integration
+
+
 @pytest.fixture(scope="module")
 def repos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     """name -> {repo_id, enabled, oses, written_by, path}: one createrepo_c'd repo per table."""

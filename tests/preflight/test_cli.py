@@ -32,6 +32,7 @@ def _this_os_family() -> str | None:
     return host_rules.os_family(osr.id, osr.id_like) if osr else None
 
 
+@pytest.mark.integration
 def test_this_machine_reports_honestly() -> None:
     # (the time it takes is benchmarks/preflight_bench.py's: no timed tests)
     proc = subprocess.run(

@@ -32,6 +32,7 @@ def test_fp8_is_dropped_with_a_reason_without_torchao_or_a_capable_gpu() -> None
     assert presets == ["bf16"] and "A100" in notes[0]
 
 
+@pytest.mark.integration
 def test_cpu_dry_run_writes_the_table_and_json(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = subprocess.run(
@@ -50,6 +51,7 @@ def test_cpu_dry_run_writes_the_table_and_json(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
+@pytest.mark.integration
 def test_gpu_sh_refuses_without_a_gpu() -> None:
     proc = subprocess.run(
         ["bash", "benchmarks/gpu.sh"],

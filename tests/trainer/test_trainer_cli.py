@@ -33,6 +33,7 @@ INFO_KEYS = {
 }
 
 
+@pytest.mark.integration
 def test_help_and_info_in_a_real_process() -> None:
     top = run_module("--help")
     assert top.returncode == 0 and "train" in top.stdout and "143" in top.stdout
@@ -175,6 +176,7 @@ def test_compile_without_a_c_compiler_is_refused(
     assert res.code == EXIT_BAD_INPUT and "needs a C compiler" in res.err
 
 
+@pytest.mark.integration
 def test_resume_into_a_different_model_is_refused(run_cli: RunCli, tmp_path: Path) -> None:
     ckpt = str(tmp_path / "ck")
     assert run_cli("train", *QUICK, "--steps", "4", "--stop-at", "2", "--ckpt-dir", ckpt).code == 0
@@ -207,6 +209,7 @@ def test_resume_into_a_different_model_is_refused(run_cli: RunCli, tmp_path: Pat
     assert "--resume-anyway: continuing" in res.err and "fp8_e4m3 -> bf16" in res.err
 
 
+@pytest.mark.integration
 def test_bad_input_in_a_real_process_has_no_traceback(tmp_path: Path) -> None:
     proc = run_module("train", "--data", str(tmp_path / "missing.bin"))
     assert proc.returncode == EXIT_BAD_INPUT
@@ -218,6 +221,7 @@ def test_bad_input_in_a_real_process_has_no_traceback(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("sig", "code"), [(signal.SIGTERM, EXIT_SIGTERM), (signal.SIGINT, EXIT_SIGINT)]
 )
+@pytest.mark.integration
 def test_signal_saves_a_loadable_checkpoint_and_exits_cleanly(
     tmp_path: Path, sig: signal.Signals, code: int
 ) -> None:

@@ -45,6 +45,10 @@ def _close(a: dict[int, float], b: dict[int, float], tol: float) -> None:
     assert worst <= tol, (worst, a, b)
 
 
+# every test here trains under torch.distributed
+pytestmark = pytest.mark.integration
+
+
 def test_ddp_and_fsdp2_agree_with_one_process(run_cli: RunCli, tmp_path: Path) -> None:
     common = ("train", *QUICK, "--preset", "bf16", "--steps", "6", "--batch-size", "8")
     single = tmp_path / "single.jsonl"

@@ -104,6 +104,7 @@ def test_out_of_memory_in_a_step_names_the_step_and_the_estimate(
 
 
 @pytest.mark.parametrize(("master", "warns"), [("bf16", True), ("fp32", False)])
+@pytest.mark.integration
 def test_lost_updates_warn_for_bf16_masters_at_a_low_lr(
     run_cli: RunCli, tmp_path: Path, master: str, warns: bool
 ) -> None:
@@ -148,6 +149,7 @@ def test_stochastic_rounding_moves_bf16_weights_by_tiny_updates() -> None:
     assert (w + 1e-4).to(torch.bfloat16).float().mean().item() == 1.0  # round-to-nearest: lost
 
 
+@pytest.mark.integration
 def test_a_checkpoint_with_nan_weights_is_never_written(run_cli: RunCli, tmp_path: Path) -> None:
     ckpt = tmp_path / "ck"
     res = run_cli(
@@ -222,6 +224,7 @@ MALFORMED: list[tuple[str, Callable[[Path], None], str]] = [
 @pytest.mark.parametrize(
     ("damage", "needle"), [m[1:] for m in MALFORMED], ids=[m[0] for m in MALFORMED]
 )
+@pytest.mark.integration
 def test_malformed_but_hash_valid_checkpoints_are_exit_2(
     run_cli: RunCli, tmp_path: Path, damage: Callable[[Path], None], needle: str
 ) -> None:
@@ -233,6 +236,7 @@ def test_malformed_but_hash_valid_checkpoints_are_exit_2(
     assert res.code == EXIT_BAD_INPUT and res.err.count("\n") == 1 and needle in res.err
 
 
+@pytest.mark.integration
 def test_resume_guards_and_the_fallback_to_an_older_checkpoint(
     run_cli: RunCli, tmp_path: Path
 ) -> None:
@@ -265,6 +269,7 @@ def _limit_file_size() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
 
 
+@pytest.mark.integration
 def test_a_full_disk_during_a_checkpoint_is_exit_2_and_leaves_the_older_ones(
     tmp_path: Path,
 ) -> None:

@@ -26,6 +26,7 @@ MX = ("--preset", "fp8", "--fp8-recipe", "mxfp8", "--backward-matmul", "fp8_e4m3
 MX_SHAPE = ("--set", "model.ffn_dim=192")  # the tiny model's 176 is not a multiple of 32
 
 
+@pytest.mark.integration
 def test_mxfp8_trains_on_the_cpu_emulated_with_falling_loss(
     run_cli: RunCli, tmp_path: Path
 ) -> None:
@@ -70,6 +71,7 @@ def test_torchaos_size_filter_keeps_small_layers_in_bf16() -> None:
     assert not any(c.fp8 for c in filtered) and "size filter" in filtered[0].reason
 
 
+@pytest.mark.integration
 def test_the_size_filter_is_cuda_only_by_default_and_can_be_forced(run_cli: RunCli) -> None:
     res = run_cli("train", *QUICK, "--steps", "1", "--set", "precision.fp8_size_filter=always")
     assert res.code == 0 and "0/17 linear layers" in res.out and "small (size filter)" in res.out
@@ -79,6 +81,7 @@ def test_the_size_filter_is_cuda_only_by_default_and_can_be_forced(run_cli: RunC
     assert "FP8 runs EAGER on this CPU" in res.err  # the compile default is CUDA-only
 
 
+@pytest.mark.integration
 def test_the_ab_figure_and_json_say_cpu(run_cli: RunCli, tmp_path: Path) -> None:
     if importlib.util.find_spec("matplotlib") is None:
         pytest.skip("matplotlib is not installed (the trainer extra brings it)")
@@ -95,6 +98,7 @@ def test_the_ab_figure_and_json_say_cpu(run_cli: RunCli, tmp_path: Path) -> None
     assert "meaningless for FP8" in res.out
 
 
+@pytest.mark.integration
 def test_profile_writes_a_trace_and_the_summary_has_wall_clock_throughput(
     run_cli: RunCli, tmp_path: Path
 ) -> None:

@@ -35,6 +35,7 @@ def _grads_and_backward_matmuls(mode: str) -> tuple[list[torch.Tensor], int]:
     return [p.grad.clone() for p in model.parameters() if p.grad is not None], counter.count
 
 
+@pytest.mark.integration
 def test_checkpointing_modes_agree_and_differ_in_recompute() -> None:
     ref, none_mm = _grads_and_backward_matmuls("none")
     full, full_mm = _grads_and_backward_matmuls("full")

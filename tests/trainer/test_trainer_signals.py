@@ -16,6 +16,9 @@ from tests.trainer.trainer_helpers import (
 from trainer import checkpoint
 from trainer.errors import EXIT_SIGTERM
 
+# every test here runs the trainer as a process and signals it
+pytestmark = pytest.mark.integration
+
 
 @pytest.mark.slow
 def test_sigterm_under_the_launcher_checkpoints_and_exits_143(tmp_path: Path) -> None:

@@ -19,6 +19,10 @@ FINAL_REL_TOL = 0.01
 STEP_ABS_TOL = 0.05
 
 
+# every test here trains the model (scripts/test.sh --quick leaves them out)
+pytestmark = pytest.mark.integration
+
+
 @pytest.mark.parametrize("preset", ["bf16", "fp8-fwd"])
 def test_the_verify_run_loss_falls(run_cli: RunCli, tmp_path: Path, preset: str) -> None:
     """The image verify step's run: no files, 8 steps, metrics and a checkpoint."""

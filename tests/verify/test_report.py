@@ -4,7 +4,13 @@ summary, the JSON and the JUnit XML show it."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import json
+import os
+import re
+import shutil
+import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -16,7 +22,7 @@ from builder.judgement.finding import Finding
 from builder.judgement.registry import ids, registered
 from builder.judgement.severity import BLOCK
 from builder.verify import expect as expectations
-from builder.verify.report import CheckResult, Report
+from builder.verify.report import OUTCOMES, CheckResult, Report
 from builder.verify.runner import run_suite, suite_checks
 from builder.workspace import open_workspace
 from tests.docs.tables import first_column_ids
@@ -79,6 +85,53 @@ def local_ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]
     }
 
 
+def _os_release() -> dict[str, str]:
+    pairs = (line.partition("=") for line in Path("/etc/os-release").read_text().splitlines())
+    return {k: v.strip().strip('"') for k, sep, v in pairs if sep}
+
+
+def _torch() -> tuple[str | None, str | None]:
+    """(version, CUDA version) of the torch this interpreter has, read from its files: the
+    test process does not import torch (the suite's probe does, in its own process)."""
+    try:
+        version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None, None
+    spec = importlib.util.find_spec("torch")
+    assert spec is not None and spec.origin is not None
+    text = (Path(spec.origin).parent / "version.py").read_text()
+    found = re.search(r"^cuda\b[^=]*=\s*['\"]([^'\"]+)['\"]", text, re.M)
+    return version, found.group(1) if found else None
+
+
+def on_this_machine(expect: dict[str, Any]) -> dict[str, str]:
+    """The outcomes of the checks that depend on the machine the local:// backend runs on (its
+    OS, Python, torch, gcc, and who runs the tests), derived from the machine itself."""
+    osr = _os_release()
+    want_id, want_version = expect["os_release"]
+    same_os = osr.get("ID") == want_id and osr.get("VERSION_ID", "").startswith(want_version)
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    torch_version, torch_cuda = _torch()
+    gcc = shutil.which("gcc")
+    gcc_runs = (
+        gcc is not None
+        and subprocess.run([gcc, "-dumpfullversion"], capture_output=True, check=False).returncode
+        == 0
+    )
+    return {
+        "os_release": "passed" if same_os else "failed",
+        "python_version": "passed" if python == expect["python"] else "failed",
+        "torch_version": "passed" if torch_version == expect["torch"] else "failed",
+        # a CPU cell: passed unless torch is a CUDA build (a missing torch has no CUDA either)
+        "cuda_version": "passed" if torch_cuda is None else "failed",
+        # a runtime cell: a compiler, when the machine has one, is shown (torch.compile)
+        "gcc_version": "passed" if gcc_runs else "skipped",
+        # the image says USER 1000:1000; the checks run as whoever runs the tests
+        "default_user_not_root": "failed" if os.getuid() == 0 else "passed",
+    }
+
+
+@pytest.mark.integration
 def test_mixed_outcomes_and_reports(local_ctx: dict[str, Any], tmp_path: Path) -> None:
     junit = tmp_path / "verify.xml"
     code, checks = run_suite(local_ctx, str(junit))
@@ -86,35 +139,39 @@ def test_mixed_outcomes_and_reports(local_ctx: dict[str, Any], tmp_path: Path) -
     by_name = {c.name: c for c in checks}
     assert [c.name for c in checks] == CHECKS
     outcome = {c.name: c.outcome for c in checks}
-    # this machine is Debian 12 with the same Python and torch as the CPU cell
-    assert outcome["os_release"] == "passed" and outcome["python_version"] == "passed"
-    assert outcome["torch_version"] == "passed" and outcome["cuda_version"] == "passed"
-    assert outcome["labels"] == "passed" and outcome["nvidia_environment"] == "passed"
-    assert "torch 2.13.0+cpu" in by_name["torch_version"].details
-    # not applicable / no GPU: skipped with the reason, never passed
-    # this machine has gcc: a runtime image with a compiler shows its version (torch.compile)
-    assert outcome["gcc_version"] == "passed"
-    assert "(for torch.compile)" in " ".join(by_name["gcc_version"].details)
-    assert outcome["cpp_extension"] == "skipped" and "runtime" in by_name["cpp_extension"].message
-    assert (
-        outcome["nvidia_smi"] == "skipped"
-        and by_name["nvidia_smi"].message == "no GPU in this test"
-    )
-    assert outcome["sm_kernels_arch_flags"] == "skipped"
+    machine = on_this_machine(local_ctx["expect"])
+    want = {
+        **machine,
+        # the context's own labels and environment, right for the CPU cell
+        "labels": "passed",
+        "nvidia_environment": "passed",
+        # not applicable / no GPU: skipped with the reason, never passed
+        "cpp_extension": "skipped",
+        "nvidia_smi": "skipped",
+        "sm_kernels_arch_flags": "skipped",
+        # a CPU cell whose libraries carry CUDA kernels: a failure that says why
+        "sm_kernels_fatbin_scan": "failed",
+        # no trainer here: its fixture breaks, the checks that need it are errors
+        "trainer_version": "error",
+        "train_bf16": "error",
+        "train_fp8_fwd": "error",
+        "train_compile": "error",
+    }
+    assert outcome == want, {n: by_name[n].message for n in outcome if outcome[n] != want[n]}
+    if machine["torch_version"] == "passed":
+        assert f"torch {local_ctx['expect']['torch']}" in by_name["torch_version"].details
+    if machine["gcc_version"] == "passed":
+        assert "(for torch.compile)" in " ".join(by_name["gcc_version"].details)
+    if machine["default_user_not_root"] == "failed":
+        assert "commands run as uid 0" in by_name["default_user_not_root"].message
+    assert "runtime" in by_name["cpp_extension"].message
+    assert by_name["nvidia_smi"].message == "no GPU in this test"
     assert by_name["sm_kernels_arch_flags"].message.startswith("not applicable: a CPU cell")
-    # a CPU cell whose libraries carry CUDA kernels, run as root: failures that say why
-    assert outcome["sm_kernels_fatbin_scan"] == "failed"
     assert (
         "torch carries CUDA kernels: libtorch_cuda.so" in by_name["sm_kernels_fatbin_scan"].message
     )
-    assert outcome["default_user_not_root"] == "failed"
-    assert "runs as uid 0" in by_name["default_user_not_root"].message or (
-        "commands run as uid 0" in by_name["default_user_not_root"].message
-    )
-    # no trainer here: its fixture breaks, the checks that need it are errors
     for name in ("trainer_version", "train_bf16", "train_fp8_fwd", "train_compile"):
-        assert outcome[name] == "error", (name, by_name[name])
-        assert "trainer" in by_name[name].message
+        assert "trainer" in by_name[name].message, (name, by_name[name])
 
     report = Report(
         image="local-test",
@@ -129,29 +186,36 @@ def test_mixed_outcomes_and_reports(local_ctx: dict[str, Any], tmp_path: Path) -
     )
     assert not report.ok
     counts = report.counts()
-    assert counts == {"passed": 7, "failed": 2, "error": 4, "skipped": 3}
+    assert counts == {o: sum(1 for v in want.values() if v == o) for o in OUTCOMES}
     text = report.text()
     assert "SKIP  nvidia_smi" in text and "no GPU in this test" in text
-    assert "FAIL  default_user_not_root" in text
-    assert text.splitlines()[-1].startswith("FAILED: 16 checks: 7 passed, 2 failed, 4 errors")
+    assert "FAIL  sm_kernels_fatbin_scan" in text and "ERROR train_bf16" in text
+    tag = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP"}
+    assert f"{tag[machine['default_user_not_root']]:<5} default_user_not_root" in text
+    assert text.splitlines()[-1] == (
+        f"FAILED: 16 checks: {counts['passed']} passed, {counts['failed']} failed, "
+        f"{counts['error']} errors, {counts['skipped']} skipped (skipped is not passed)"
+    )
     data = json.loads(report.to_json())
     assert data["ok"] is False and data["summary"] == counts
     assert data["compared_with"] == "matrix" and data["gpu"]["attached"] is False
-    assert data["checks"][0]["name"] == "os_release" and data["checks"][0]["outcome"] == "passed"
+    assert [(c["name"], c["outcome"]) for c in data["checks"]] == [(n, want[n]) for n in CHECKS]
     assert list(data["checks"][0]) == ["name", "outcome", "message", "details", "seconds"]
 
     suite = ET.parse(junit).getroot()  # noqa: S314 - the report this test just wrote
     suite = suite if suite.tag == "testsuite" else suite[0]
     assert suite.get("name") == "trainimg-verify"
     assert int(suite.get("tests", 0)) == 16
-    assert int(suite.get("failures", 0)) == 2 and int(suite.get("skipped", 0)) == 3
+    assert int(suite.get("failures", 0)) == counts["failed"]
+    assert int(suite.get("skipped", 0)) == counts["skipped"]
     skipped = [tc for tc in suite.iter("testcase") if tc.find("skipped") is not None]
     assert any(
         "no GPU in this test" in (tc.find("skipped").get("message") or "")  # type: ignore[union-attr]
         for tc in skipped
     )
     props = [p.get("value") for p in suite.iter("property") if p.get("name") == "detail"]
-    assert "torch 2.13.0+cpu" in props
+    if machine["torch_version"] == "passed":
+        assert f"torch {local_ctx['expect']['torch']}" in props
 
 
 def test_the_registry_and_the_suite_name_the_same_checks_in_order() -> None:
