@@ -22,9 +22,9 @@ from builder.preflight import images as img
 from builder.preflight.fleet import Context, record_name, run_fleet
 from builder.preflight.hostio import connect
 from builder.preflight.inventory import Target, targets
-from builder.preflight.model import Plan
+from builder.preflight.model import UpgradePlan
 from builder.preflight.record import Record, find_records
-from builder.preflight.report import as_json, exit_code, render
+from builder.preflight.report import as_json, exit_code, render_fleet
 from builder.workspace import DEFAULT_MATRIX, open_workspace
 
 LOCK = Path("images") / "lock.json"
@@ -200,7 +200,7 @@ def _images(args: argparse.Namespace) -> tuple[list[img.ImageRecord], list[str]]
 def run(args: argparse.Namespace) -> int:
     hosts = _targets(args)
     records, notes = ([], []) if args.no_images else _images(args)
-    plan = Plan(args.target_driver, args.target_module, args.strict)
+    plan = UpgradePlan(args.target_driver, args.target_module, args.strict)
     ctx = Context(
         plan,
         args.today or dt.date.today(),
@@ -216,5 +216,5 @@ def run(args: argparse.Namespace) -> int:
         json.dump(as_json(reports, target), sys.stdout, indent=2)
         print()
     else:
-        print(render(reports, target, wide=args.wide))
+        print(render_fleet(reports, target, wide=args.wide))
     return exit_code(reports)

@@ -20,11 +20,11 @@ from builder.preflight.parsers import LocalImage
 from builder.requirements import collect, disable_require, nvidia_require_cuda
 from builder.workspace import Workspace
 
-P = lab.PREFIX
-ARCH_LABEL = f"{P}.cuda.arch-list"
-DRIVER_MIN_LABEL = f"{P}.driver.min"
-CUDA_LABEL = f"{P}.cuda.version"
-CELL_LABEL = f"{P}.cell"
+_P = lab.PREFIX
+ARCH_LABEL = f"{_P}.cuda.arch-list"
+DRIVER_MIN_LABEL = f"{_P}.driver.min"
+CUDA_LABEL = f"{_P}.cuda.version"
+CELL_LABEL = f"{_P}.cell"
 
 
 @dataclass(frozen=True)
