@@ -15,7 +15,7 @@ from builder.facts import drivers as driver_rules
 from builder.facts import gpus as gpu_rules
 from builder.facts import host as host_rules
 from builder.facts.driver_version import DriverVersion
-from builder.preflight.gather import HostGpu, catalogue_gpu
+from builder.preflight.host_gpus import HostGpu, catalogue_gpu
 from builder.preflight.images import ImageRecord
 from builder.preflight.impact import STATUS_SEVERITY, ImageVerdict, judge_image
 from builder.requirements import Gpu, HostFacts, evaluate, libnvc_message, parse

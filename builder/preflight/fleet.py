@@ -25,7 +25,8 @@ from builder.preflight import images as img
 from builder.preflight.checks import run_checks
 from builder.preflight.checks.common import is_driver_version
 from builder.preflight.checks.reach import reach
-from builder.preflight.gather import HostState, gather
+from builder.preflight.gather import gather
+from builder.preflight.host_state import HostState
 from builder.preflight.hostio import HostUnreachable, ReadOnlyHost, connect, connect_validated
 from builder.preflight.impact import impact, impact_check
 from builder.preflight.inventory import Target

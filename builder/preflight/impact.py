@@ -27,7 +27,7 @@ from builder.facts.sources import LIBNVIDIA_CONTAINER_DSL
 from builder.judgement.finding import Finding
 from builder.judgement.registry import check
 from builder.judgement.severity import BLOCK, OK, SKIP, WARN, Severity
-from builder.preflight.gather import HostGpu
+from builder.preflight.host_gpus import HostGpu
 from builder.preflight.images import ImageRecord
 from builder.requirements import (
     Gpu,

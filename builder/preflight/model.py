@@ -10,7 +10,7 @@ from builder.facts import drivers as driver_rules
 from builder.facts.driver_version import DriverVersion
 
 if TYPE_CHECKING:
-    from builder.preflight.gather import HostState
+    from builder.preflight.host_state import HostState
 
 
 @dataclass(frozen=True)

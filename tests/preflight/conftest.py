@@ -7,9 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from builder.judgement.finding import Finding
 
 from builder.facts.driver_version import DriverVersion
+from builder.judgement.finding import Finding
 from builder.preflight import images as img
 from builder.preflight.fleet import Context, preflight_host
 from builder.preflight.hostio import ReadOnlyHost

@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from builder.judgement.finding import Finding
 
 from builder.facts.driver_version import DriverVersion
+from builder.judgement.finding import Finding
 from builder.judgement.severity import BLOCK, OK, SKIP, WARN
 from builder.preflight import allowlist, checks
 from builder.preflight import images as img
-from builder.preflight.gather import HostState, gather
+from builder.preflight.gather import gather
+from builder.preflight.host_state import HostState
 from builder.preflight.hostio import ReadOnlyHost
 from builder.preflight.model import UpgradePlan
 from builder.preflight.report import exit_code

@@ -8,15 +8,16 @@ import datetime as dt
 from dataclasses import replace
 
 import pytest
-from builder.judgement.finding import Finding
 from packaging.version import Version
 
 from builder.facts.driver_version import DriverVersion
+from builder.judgement.finding import Finding
 from builder.judgement.severity import BLOCK, OK, WARN
 from builder.preflight import checks
 from builder.preflight import images as img
 from builder.preflight.fleet import Context, preflight_host
-from builder.preflight.gather import HostState, gather
+from builder.preflight.gather import gather
+from builder.preflight.host_state import HostState
 from builder.preflight.hostio import ReadOnlyHost
 from builder.preflight.impact import judge_image
 from builder.preflight.inventory import Target
@@ -91,13 +92,13 @@ def test_vfio_bound_and_fallen_off_the_bus_gpus_say_so() -> None:
         "Kernel modules: nvidiafb", "Kernel driver in use: vfio-pci\n\tKernel modules: nvidiafb"
     )
     from builder.preflight import parsers
-    from builder.preflight.gather import _host_gpus
+    from builder.preflight.host_gpus import merged_gpus
 
     state.pci = parsers.lspci_nvidia(text)
-    (g,) = [g for g in _host_gpus(state) if g.source == "lspci"]
+    (g,) = [g for g in merged_gpus(state) if g.source == "lspci"]
     assert "vfio-pci" in g.pci_note
     state.pci = parsers.lspci_nvidia(text.replace("(rev a1)\n\tSubsystem", "(rev ff)\n\tSubsystem"))
-    (g,) = [g for g in _host_gpus(state) if g.source == "lspci"]
+    (g,) = [g for g in merged_gpus(state) if g.source == "lspci"]
     assert "fallen off the bus" in g.pci_note
 
 

@@ -12,7 +12,7 @@ from builder.facts import host as host_rules
 from builder.facts.driver_version import DriverVersion
 from builder.judgement.severity import BLOCK, OK, SKIP, WARN
 from builder.preflight import images as img
-from builder.preflight.gather import HostGpu
+from builder.preflight.host_gpus import HostGpu
 from builder.preflight.impact import ImageVerdict, Row, impact_check, judge_image
 from builder.preflight.parsers import LocalImage, podman_inspect
 from tests.preflight.fakehost import FIXTURES

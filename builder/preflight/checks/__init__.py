@@ -18,7 +18,7 @@ from builder.judgement.finding import Finding
 from builder.judgement.registry import Registered, registered
 from builder.judgement.severity import WARN
 from builder.preflight.checks.reach import REACH_ID
-from builder.preflight.gather import HostState
+from builder.preflight.host_state import HostState
 from builder.preflight.impact import IMPACT_ID
 from builder.preflight.model import UpgradePlan
 

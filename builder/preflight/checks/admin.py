@@ -11,7 +11,7 @@ from builder.facts import host as host_rules
 from builder.judgement.finding import Finding
 from builder.judgement.registry import check
 from builder.judgement.severity import BLOCK, OK, SKIP, WARN
-from builder.preflight.gather import HostState
+from builder.preflight.host_state import HostState
 from builder.preflight.model import UpgradePlan
 
 

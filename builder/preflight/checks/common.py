@@ -8,7 +8,8 @@ from packaging.version import InvalidVersion, Version
 
 from builder.facts import host as host_rules
 from builder.facts.driver_version import DriverVersion
-from builder.preflight.gather import HostGpu, HostState
+from builder.preflight.host_gpus import HostGpu
+from builder.preflight.host_state import HostState
 from builder.preflight.model import UpgradePlan
 
 

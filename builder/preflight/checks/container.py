@@ -15,7 +15,7 @@ from builder.preflight.checks.common import (
     loose_version,
     package_command,
 )
-from builder.preflight.gather import HostState
+from builder.preflight.host_state import HostState
 from builder.preflight.model import UpgradePlan
 
 

@@ -20,7 +20,7 @@ from builder.preflight.checks.common import (
     is_driver_version,
     nvidia_dkms_entries,
 )
-from builder.preflight.gather import HostState
+from builder.preflight.host_state import HostState
 from builder.preflight.model import UpgradePlan
 
 

@@ -13,7 +13,8 @@ from builder.preflight.checks.common import (
     gpu_summary,
     is_driver_version,
 )
-from builder.preflight.gather import HostGpu, HostState
+from builder.preflight.host_gpus import HostGpu
+from builder.preflight.host_state import HostState
 from builder.preflight.model import UpgradePlan
 
 

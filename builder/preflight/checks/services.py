@@ -13,7 +13,7 @@ from builder.preflight.checks.common import (
     has_nvidia,
     package_command,
 )
-from builder.preflight.gather import HostState
+from builder.preflight.host_state import HostState
 from builder.preflight.model import UpgradePlan
 
 
