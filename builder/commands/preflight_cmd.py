@@ -19,6 +19,7 @@ from builder.commands.common import shared_options
 from builder.errors import TrainimgError
 from builder.facts.driver_version import DriverVersion
 from builder.preflight import images as img
+from builder.preflight.checks import CHECK_IDS
 from builder.preflight.fleet import Context, record_name, run_fleet
 from builder.preflight.hostio import connect
 from builder.preflight.inventory import Target, targets
@@ -74,6 +75,7 @@ def register(sub: Any) -> None:
             "driver. --record DIR keeps what the hosts returned; --from DIR judges such records "
             "offline. Exit 0: all ok; 1: something blocks; 3: warnings only; 2: bad input."
         ),
+        epilog="checks, in report order: " + ", ".join(CHECK_IDS) + " (docs/preflight.md)",
     )
     p.add_argument(
         "--hosts",

@@ -197,14 +197,14 @@ def allowed_argv(argv: Sequence[str]) -> tuple[str, ...]:
     return args
 
 
-def shell_line(argv: Sequence[str], timeout: int = TIMEOUT_S) -> str:
+def probe_line(argv: Sequence[str], timeout: int = TIMEOUT_S) -> str:
     """The shell line for an allowed argv: every argument quoted, under a C locale and a timeout."""
     args = allowed_argv(argv)
     return shlex.join((*_PREFIX, str(timeout), *args)).replace("'LC_ALL=C'", "LC_ALL=C")
 
 
-def shell_line_argv(line: str) -> tuple[str, ...]:
-    """The argv inside a line `shell_line` made (for the tests that audit what reached a host)."""
+def probe_argv(line: str) -> tuple[str, ...]:
+    """The argv inside a line `probe_line` made (for the tests that audit what reached a host)."""
     words = shlex.split(line)
     if tuple(words[: len(_PREFIX)]) != _PREFIX or len(words) < len(_PREFIX) + 2:
         raise NotAllowed(f"not a preflight command line: {line!r}")

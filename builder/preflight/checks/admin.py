@@ -17,6 +17,7 @@ from builder.preflight.model import UpgradePlan
 
 @check("driver.dependents", "host", reads=("driver",))
 def driver_dependents(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Which modules pin the loaded nvidia module (the unload fails while they load)?"""
     srcs = (host_rules.DRIVER_DEPENDENT_SOURCE,)
     if state.modules is None:
         out = state.out("proc-modules")
@@ -48,6 +49,7 @@ def driver_dependents(cid: str, state: HostState, plan: UpgradePlan, today: dt.d
 
 @check("gpu.mig", "host", reads=("driver",))
 def gpu_mig(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Which GPUs have MIG instances the driver reload destroys?"""
     srcs = (host_rules.MIG_SOURCE,)
     gpus = state.smi_q.gpus if state.smi_q else ()
     if not gpus:
@@ -80,6 +82,7 @@ def gpu_mig(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Fi
 
 @check("gpu.memory", "host", reads=("driver",))
 def gpu_memory(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Are memory repairs pending (applied by the reload) or failed?"""
     srcs = (host_rules.MEMORY_ERRORS_SOURCE,)
     gpus = state.smi_q.gpus if state.smi_q else ()
     if not gpus:
@@ -112,6 +115,7 @@ def gpu_memory(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) ->
 
 @check("gpu.xid", "host", reads=("admin",))
 def gpu_xid(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Which Xid errors did this boot log (hardware faults survive an upgrade)?"""
     srcs = (host_rules.XID_SOURCE,)
     if state.xids is None:
         out = state.out("xid")
@@ -144,6 +148,7 @@ def gpu_xid(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Fi
 
 @check("driver.runfile", "host", reads=("admin", "packages"))
 def driver_runfile(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Is there a runfile install that a package install would fight?"""
     srcs = (host_rules.RUNFILE_SOURCE,)
     if not state.runfile:
         return Finding(cid, OK, "no runfile install found (no nvidia-uninstall)", "", srcs)
@@ -164,6 +169,7 @@ def driver_runfile(cid: str, state: HostState, plan: UpgradePlan, today: dt.date
 
 @check("packages.pins", "host", reads=("admin",))
 def package_pins(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Do dnf versionlock or exclude= hold NVIDIA packages back?"""
     srcs = (host_rules.DNF_PINS_SOURCE,)
     if state.dnf_pins is None:
         return Finding(cid, SKIP, "not an EL host: dnf pins are not checked", "", srcs)

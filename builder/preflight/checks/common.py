@@ -14,6 +14,7 @@ from builder.preflight.model import UpgradePlan
 
 
 def loose_version(text: str | None) -> Version | None:
+    """A tool's version without its package suffix (1.17.8-1, 5.2.2~rc1); None when none."""
     if not text:
         return None
     try:
@@ -23,6 +24,7 @@ def loose_version(text: str | None) -> Version | None:
 
 
 def gpu_summary(gpus: list[HostGpu]) -> str:
+    """The GPUs by kind, for a finding: "8x NVIDIA H100 (9.0)"."""
     counts = Counter(f"{g.name} ({g.cc_text})" for g in gpus)
     return ", ".join(f"{n}x {name}" if n > 1 else name for name, n in counts.items())
 
@@ -40,7 +42,7 @@ def package_command(state: HostState, verb: str, package: str) -> str:
 
 
 def nvidia_dkms_entries(state: HostState) -> list[tuple[str, str, str | None, str]]:
-    """(version, kernel, state) of DKMS nvidia modules and precompiled kmods."""
+    """(module, version, kernel, state) of every DKMS entry of an NVIDIA kernel module."""
     out = []
     if state.dkms is not None:
         for e in state.dkms.entries:
@@ -50,6 +52,7 @@ def nvidia_dkms_entries(state: HostState) -> list[tuple[str, str, str | None, st
 
 
 def is_driver_version(text: str) -> bool:
+    """Is `text` an NVIDIA driver version (what DriverVersion accepts)?"""
     try:
         DriverVersion(text)
     except ValueError:

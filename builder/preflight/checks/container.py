@@ -21,6 +21,7 @@ from builder.preflight.model import UpgradePlan
 
 @check("toolkit.version", "host", reads=("container",))
 def container_toolkit(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Is nvidia-container-toolkit there, and new enough for CDI?"""
     srcs = (host_rules.CDI_MIN_TOOLKIT_SOURCE,)
     ctk = loose_version(state.ctk_version)
     out = state.out("nvidia-ctk")
@@ -57,6 +58,7 @@ def container_toolkit(cid: str, state: HostState, plan: UpgradePlan, today: dt.d
 
 @check("cdi.spec", "host", reads=("cdi", "nouveau"))
 def cdi_spec_health(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Does the NVIDIA CDI spec match the driver, the GPUs and the files on disk?"""
     srcs = (host_rules.CDI_SUPPORT_DOC, host_rules.CDI_STALE_SOURCE)
     regen = "nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"
     if state.cdi_errors and not state.cdi_specs:
@@ -139,6 +141,7 @@ def cdi_spec_health(cid: str, state: HostState, plan: UpgradePlan, today: dt.dat
 
 @check("podman.version", "host", reads=("container",))
 def podman_cdi(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Is podman there, with native CDI?"""
     srcs = (host_rules.PODMAN_CDI_SOURCE,)
     version = loose_version(state.podman_version)
     if version is None:
@@ -167,6 +170,7 @@ def podman_cdi(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) ->
 
 @check("selinux.mode", "host", reads=("container",))
 def selinux_mode(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """What SELinux asks of GPU containers."""
     srcs = (host_rules.SELINUX_SOURCE,)
     if state.selinux is None:
         out = state.out("getenforce")

@@ -14,6 +14,7 @@ from builder.preflight.model import UpgradePlan
 
 @check("disk.free", "host", reads=("disk",))
 def disk_free(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Is there room for the DKMS build and the new initramfs?"""
     srcs = (host_rules.FREE_DISK_SOURCE,)
     if not state.disk:
         return Finding(cid, SKIP, "df gave nothing to judge", "", srcs)

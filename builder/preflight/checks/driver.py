@@ -26,6 +26,7 @@ from builder.preflight.model import UpgradePlan
 
 @check("driver.version", "host", reads=("driver",))
 def driver_version(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Does the loaded driver agree everywhere, and is its branch still supported?"""
     srcs = (host_rules.NVML_MISMATCH_SOURCE,)
     smi = state.out("smi")
     smi_text = (smi.stdout + smi.stderr) if smi is not None else ""
@@ -166,6 +167,7 @@ def _installed_from(state: HostState) -> str:
 
 @check("driver.target", "host", reads=("driver", "gpus"))
 def driver_target(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Is the planned driver a supported branch every GPU and the module flavour accept?"""
     if plan.target is None:
         return Finding(cid, SKIP, "no --target-driver given: only the current state is checked")
     target, branch = plan.target, plan.target.major
@@ -232,6 +234,7 @@ def driver_target(cid: str, state: HostState, plan: UpgradePlan, today: dt.date)
 
 @check("driver.module", "host", reads=("driver", "gpus"))
 def driver_module(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Is the kernel module's flavour (open or proprietary) one the GPUs can use?"""
     srcs = (host_rules.MODULE_FLAVOUR_SOURCE, gpu_rules.OPEN_MODULES_SOURCE)
     flavour = state.flavour
     if flavour is None:

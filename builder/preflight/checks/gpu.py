@@ -20,6 +20,7 @@ from builder.preflight.model import UpgradePlan
 
 @check("gpu.inventory", "host", reads=("driver", "gpus"))
 def gpu_inventory(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Which GPUs are there (NVML and lspci), and does the driver branch drive each?"""
     srcs = (CUDA_GPUS,)
     if not state.gpus:
         return Finding(

@@ -21,6 +21,7 @@ from builder.preflight.model import UpgradePlan
 
 @check("host.os", "host", reads=("os",))
 def os_support(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Is the OS one the rules know, EL-family, and supported (not near its end of life)?"""
     if state.os is None:
         out = state.out("os-release")
         why = out.why() if out is not None else "not read"
@@ -95,6 +96,7 @@ def _boot_kernels(state: HostState) -> list[str]:
 
 @check("kernel.devel", "host", reads=("os", "packages"))
 def kernel_devel(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Has every kernel that may boot its kernel-devel, so DKMS can build the module?"""
     src = (host_rules.KERNEL_DEVEL_SOURCE,)
     if state.family != "el":
         return Finding(cid, SKIP, f"{_not_el(state)}: kernel-devel is checked on EL hosts only")
@@ -157,6 +159,7 @@ def _covered(state: HostState, version: str, kernel: str) -> str | None:
 
 @check("dkms.nvidia", "host", reads=("packages", "dkms"))
 def dkms_modules(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Is there an nvidia module (DKMS or precompiled) of the driver for every boot kernel?"""
     src = (host_rules.DKMS_STATUS_SOURCE, host_rules.DKMS_MODULE_SOURCE)
     out = state.out("dkms")
     built = [

@@ -14,6 +14,7 @@ from builder.preflight.model import UpgradePlan
 
 @check("gpu.processes", "host", reads=("driver",))
 def gpu_processes(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Which compute processes hold the GPUs now (the driver unload kills them)?"""
     srcs = (host_rules.GPU_PROCESSES_SOURCE,)
     if not any(g.source == "nvml" for g in state.gpus):
         return Finding(cid, SKIP, "NVML lists no GPU, so no process can hold one", "", srcs)

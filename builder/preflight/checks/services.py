@@ -19,6 +19,7 @@ from builder.preflight.model import UpgradePlan
 
 @check("secureboot.mok", "host", reads=("dkms",))
 def secure_boot(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Under Secure Boot, will the firmware accept the modules DKMS signs?"""
     srcs = (host_rules.DKMS_MOK_SOURCE, host_rules.SECURE_BOOT_REJECT_SOURCE)
     out = state.out("sb-state")
     if state.secure_boot is None:
@@ -98,6 +99,7 @@ def secure_boot(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -
 
 @check("nouveau", "host", reads=("nouveau",))
 def nouveau(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Is nouveau kept off the GPUs (not loaded, and blacklisted)?"""
     srcs = (host_rules.NOUVEAU_SOURCE,)
     if not has_nvidia(state, plan):
         return Finding(cid, SKIP, "no NVIDIA GPU or driver here", "", srcs)
@@ -136,6 +138,7 @@ def nouveau(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Fi
 
 @check("persistenced", "host", reads=("services", "gpus"))
 def persistenced(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Is nvidia-persistenced active and enabled (data center GPUs)?"""
     srcs = (host_rules.PERSISTENCED_SOURCE,)
     unit = host_rules.PERSISTENCED_UNIT
     if not state.gpus:
@@ -169,6 +172,7 @@ def _nvswitch(state: HostState) -> bool:
 
 @check("fabricmanager", "host", reads=("services", "packages"))
 def fabricmanager(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """On NVSwitch systems, is the fabric manager the driver's exact version, and running?"""
     srcs = (host_rules.FABRICMANAGER_SOURCE,)
     unit = host_rules.FABRICMANAGER_UNIT
     rpm_fm = state.rpm.installed.get(host_rules.FABRICMANAGER_PACKAGE, ()) if state.rpm else ()
