@@ -15,9 +15,11 @@ from builder.facts import drivers as driver_rules
 from builder.facts import gpus as gpu_rules
 from builder.facts import host as host_rules
 from builder.facts.driver_version import DriverVersion
+from builder.judgement.severity import SKIP
 from builder.preflight.host_gpus import HostGpu, catalogue_gpu
 from builder.preflight.images import ImageRecord
 from builder.preflight.impact import STATUS_SEVERITY, ImageVerdict, judge_image
+from builder.preflight.report import exit_code_of
 from builder.requirements import Gpu, HostFacts, evaluate, libnvc_message, parse
 
 
@@ -80,8 +82,7 @@ class Answer:
 
     @property
     def exit_code(self) -> int:
-        sev = STATUS_SEVERITY.get(self.verdict.status)
-        return {"block": 1, "warn": 3}.get(str(sev), 0)
+        return exit_code_of(STATUS_SEVERITY.get(self.verdict.status, SKIP))
 
     def as_json(self) -> dict[str, Any]:
         return {

@@ -40,7 +40,6 @@ from builder.requirements import (
 
 OK_, MVC, FWD, BROKEN = "ok", "mvc", "fwd-compat", "broken"
 CPU, NO_DRIVER, UNKNOWN = "cpu", "no-driver", "unknown"
-_RANK = {OK_: 0, MVC: 1, FWD: 1, UNKNOWN: 1, BROKEN: 2}
 # What each image status weighs on the one severity scale (`images.impact`, `trainimg compat`).
 STATUS_SEVERITY: dict[str, Severity] = {
     OK_: OK,
@@ -51,6 +50,12 @@ STATUS_SEVERITY: dict[str, Severity] = {
     CPU: SKIP,
     NO_DRIVER: SKIP,
 }
+
+
+def _weight(status: str) -> int | None:
+    """How bad a status is on the severity scale; None where nothing was judged (cpu, no driver)."""
+    severity = STATUS_SEVERITY.get(status, SKIP)
+    return None if severity is SKIP else severity.rank
 
 
 @dataclass(frozen=True)
@@ -75,7 +80,7 @@ class Row:
     def change(self) -> str:
         if self.after is None:
             return ""
-        a, b = _RANK.get(self.now.status), _RANK.get(self.after.status)
+        a, b = _weight(self.now.status), _weight(self.after.status)
         if b is None:
             return "-"
         if a is None:

@@ -41,9 +41,13 @@ class HostReport:
         }
 
 
+def exit_code_of(verdict: Severity) -> int:
+    """The exit code of a verdict (preflight's and compat's): block 1, warn 3, else 0."""
+    return EXIT_BLOCK if verdict is BLOCK else EXIT_WARN if verdict is WARN else EXIT_OK
+
+
 def exit_code(reports: list[HostReport]) -> int:
-    v = worst([r.verdict for r in reports])
-    return EXIT_BLOCK if v is BLOCK else EXIT_WARN if v is WARN else EXIT_OK
+    return exit_code_of(worst([r.verdict for r in reports]))
 
 
 def as_json(reports: list[HostReport], target: str | None) -> dict[str, Any]:
