@@ -39,7 +39,7 @@ def test_the_docs_table_lists_the_registered_ids_in_report_order() -> None:
 def test_the_id_list_is_the_registry_s() -> None:
     host = ids("host")
     assert host[0] == REACH_ID  # the connection comes first in every report
-    assert checks.CHECK_IDS == (*host, IMPACT_ID)
+    assert (*host, IMPACT_ID) == checks.CHECK_IDS
     assert IMPACT_ID in ids("image")
     assert len(set(checks.CHECK_IDS)) == len(checks.CHECK_IDS)
 
