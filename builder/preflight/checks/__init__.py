@@ -2,8 +2,10 @@
 
 Each check is registered once, with `@check(id, "host", reads=(gather steps...))`, in the
 module of its domain; the report's order is the modules' order below, then each module's
-definition order. Every number a check compares against lives in builder.facts; the checks
-only apply it. docs/preflight.md lists the ids in that order (tests/preflight hold it to it).
+definition order. A check is `fn(cid, state, plan, today) -> Finding`: it is handed its
+registered id, so the id is written only in `@check`. Every number a check compares against
+lives in builder.facts; the checks only apply it. docs/preflight.md lists the ids in report
+order (tests/preflight/test_registry.py holds it to the registry).
 """
 
 from __future__ import annotations
