@@ -15,7 +15,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from builder.check import check_cell  # noqa: E402
+from builder.judgement.matrix import check_cell  # noqa: E402
 from builder.matrix.expand import expand  # noqa: E402
 from builder.matrix.load import parse_matrix  # noqa: E402
 from builder.render import render_all  # noqa: E402

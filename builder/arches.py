@@ -25,9 +25,8 @@ from typing import Any
 
 from builder.errors import TrainimgError
 from builder.facts import gpus, kernel_dispatch
+from builder.facts.gpus import CC
 from builder.fatbin import arch_key
-
-CC = tuple[int, int]
 
 
 def parse_gpu(text: str) -> tuple[str, CC]:

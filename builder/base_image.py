@@ -26,11 +26,13 @@ from typing import Protocol
 
 from builder.engines.base import ImageInfo
 from builder.errors import TrainimgError
-from builder.labels import PREFIX
-
-LISTS_DATE_LABEL = f"{PREFIX}.base.lists-date"
-SUITES_LABEL = f"{PREFIX}.base.suites"
-RECIPE_LABEL = f"{PREFIX}.base.recipe"  # BaseSpec.key: an image of another recipe is remade
+from builder.facts.oses import DEBIAN_MIRROR, DEBIAN_SECURITY_MIRROR, DISTROS
+from builder.labels import (
+    BASE_LISTS_DATE_LABEL,
+    BASE_RECIPE_LABEL,
+    BASE_SUITE_LABEL,
+    BASE_SUITES_LABEL,
+)
 
 
 class Importer(Protocol):
@@ -47,7 +49,7 @@ class Importer(Protocol):
 # apt: python3.X with its venv module and headers, and the compiler torch.compile (Inductor's C++,
 # Triton's launcher) and extensions need - g++ (with gcc), make, ninja.
 INCLUDE = ("python3", "python3-venv", "python3-dev", "g++", "make", "ninja-build")
-TRIM = (
+ROOTFS_TRIM = (
     "var/lib/apt/lists",
     "var/cache/apt",
     "usr/share/doc",
@@ -65,9 +67,9 @@ class BaseImageError(TrainimgError):
 @dataclass(frozen=True)
 class BaseSpec:
     tag: str
-    suite: str = "bookworm"
-    mirror: str = "http://deb.debian.org/debian"
-    security_mirror: str = "http://deb.debian.org/debian-security"
+    suite: str = DISTROS["debian12"].codename
+    mirror: str = DEBIAN_MIRROR
+    security_mirror: str = DEBIAN_SECURITY_MIRROR
     include: tuple[str, ...] = INCLUDE
 
     @property
@@ -151,7 +153,7 @@ def rootfs_tarball(spec: BaseSpec, cache_dir: Path, log: Callable[[str], None]) 
         date = release_date(
             [p.read_text(errors="replace") for p in sorted(lists.glob("*Release")) if p.is_file()]
         )
-        for rel in TRIM:
+        for rel in ROOTFS_TRIM:
             target = root / rel
             if target.is_dir():
                 shutil.rmtree(target)
@@ -184,10 +186,10 @@ def import_changes(spec: BaseSpec, date: str) -> tuple[str, ...]:
         'CMD ["/bin/bash"]',
         "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         # one label per change, no commas: libpod's import splits a change at commas
-        f"LABEL {PREFIX}.base.suite={spec.suite}",
-        f"LABEL {SUITES_LABEL}={'+'.join(spec.suites)}",
-        f"LABEL {LISTS_DATE_LABEL}={date}",
-        f"LABEL {RECIPE_LABEL}={spec.key}",
+        f"LABEL {BASE_SUITE_LABEL}={spec.suite}",
+        f"LABEL {BASE_SUITES_LABEL}={'+'.join(spec.suites)}",
+        f"LABEL {BASE_LISTS_DATE_LABEL}={date}",
+        f"LABEL {BASE_RECIPE_LABEL}={spec.key}",
     )
 
 
@@ -201,7 +203,7 @@ def make_offline_base(
 ) -> bool:
     """Import the base as `spec.tag` unless it exists; returns True when it was (re)made."""
     if engine.image_exists(spec.tag) and not force:
-        recipe = engine.inspect_image(spec.tag).labels.get(RECIPE_LABEL)
+        recipe = engine.inspect_image(spec.tag).labels.get(BASE_RECIPE_LABEL)
         if recipe == spec.key:
             log(f"{spec.tag} exists")
             return False

@@ -26,19 +26,18 @@ from pathlib import Path
 from types import FrameType
 
 from builder import lock as lockfile
-from builder.context import BuildContext, assemble, trainer_version
+from builder.build_context import BuildContext, assemble
 from builder.engines.base import Engine, EngineError, ImageInfo, short_id
 from builder.errors import TrainimgError
-from builder.labels import PREFIX
+from builder.labels import BUILD_HASH_LABEL, TRAINER_VERSION_LABEL
 from builder.matrix.model import Cell
 from builder.registry.auth import refuse_credentials_in_buildargs
 from builder.registry.pull import pull_base
 from builder.render import render_all
+from builder.trainer_version import trainer_version
 from builder.wheelhouse import Selection, select
 from builder.workspace import Workspace
 
-TRAINER_VERSION_LABEL = f"{PREFIX}.trainer.version"
-BUILD_HASH_LABEL = f"{PREFIX}.build.hash"
 TAIL = 30
 
 

@@ -1,6 +1,11 @@
-"""The `trainimg` front: parses arguments, calls a command, turns errors into exit codes.
+"""The `trainimg` front: builds the parser, calls the chosen command, turns what escapes it
+into an exit code.
 
-It holds no logic of its own: every command is a function in builder.commands.*.
+Each command is a module of builder.commands that registers its own subparser and a
+`run(args) -> int`; what a command does - checking its options, choosing cells, talking to an
+engine - lives in that run (e.g. builder.commands.build_cmd.run), never here. This module only
+maps what escapes a run: a TrainimgError to its own exit code, Ctrl-C to 130, a reader of stdout
+that went away (`trainimg ... | head`) to 141.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 Labels are how verify and preflight learn what an image promises without running it: the
 torch build, the CUDA release and its minimum driver, the compiled arch list, the cell and
 its content hash. OCI's own keys (org.opencontainers.image.*) come first.
+
+Every label key trainimg reads or writes is spelled here once (the *_LABEL constants); the
+rest of the toolkit, the verify suite included, refers to these.
 """
 
 from __future__ import annotations
@@ -17,12 +20,47 @@ from builder.matrix.model import Cell, Project
 from builder.requirements import nvidia_require_cuda
 
 PREFIX = "io.trainimg"
+# OCI's pre-defined annotation keys: github.com/opencontainers/image-spec, annotations.md.
+OCI_PREFIX = "org.opencontainers.image"
+OCI_REF_NAME_LABEL = f"{OCI_PREFIX}.ref.name"
+
+# What a cell says about its image (labels() below).
+CELL_LABEL = f"{PREFIX}.cell"
+CELL_HASH_LABEL = f"{PREFIX}.cell.hash"  # the cell's content hash, added by render
+OS_LABEL = f"{PREFIX}.os"
+OS_FAMILY_LABEL = f"{PREFIX}.os.family"
+BASE_PINNED_LABEL = f"{PREFIX}.base.pinned"
+ACCELERATOR_LABEL = f"{PREFIX}.accelerator"
+FLAVOUR_LABEL = f"{PREFIX}.flavour"
+PYTHON_LABEL = f"{PREFIX}.python.version"
+TORCH_LABEL = f"{PREFIX}.torch.version"
+FP8_BACKEND_LABEL = f"{PREFIX}.fp8.backend"
+TORCHAO_LABEL = f"{PREFIX}.torchao.version"
+GCC_LABEL = f"{PREFIX}.gcc.version"
+CUDA_LABEL = f"{PREFIX}.cuda.version"
+ARCH_LIST_LABEL = f"{PREFIX}.cuda.arch-list"
+DRIVER_MIN_LABEL = f"{PREFIX}.driver.min"
+DRIVER_BRANCH_LABEL = f"{PREFIX}.driver.branch"
+KERNEL_MODULE_LABEL = f"{PREFIX}.driver.kernel-module"
+GPUS_LABEL = f"{PREFIX}.gpus"
+# Added by the build (builder/build.py): the bundled trainer and the build context's hash.
+TRAINER_VERSION_LABEL = f"{PREFIX}.trainer.version"
+BUILD_HASH_LABEL = f"{PREFIX}.build.hash"
+# The offline Debian base (builder/base_image.py).
+BASE_SUITE_LABEL = f"{PREFIX}.base.suite"
+BASE_SUITES_LABEL = f"{PREFIX}.base.suites"
+BASE_LISTS_DATE_LABEL = f"{PREFIX}.base.lists-date"
+BASE_RECIPE_LABEL = f"{PREFIX}.base.recipe"  # BaseSpec.key: an image of another recipe is remade
+# On containers, so leftovers can be found and counted.
+VERIFY_LABEL = f"{PREFIX}.verify"  # every container verify or arches starts
+RUN_LABEL = f"{PREFIX}.run"  # every container `trainimg run` starts
+
 VENV = "/opt/venv"
 TRAINER_HOME = "/opt/trainimg"
 USER_ID = 1000
 
 
-def arch_list(cell: Cell) -> tuple[str, ...]:
+def cell_arch_list(cell: Cell) -> tuple[str, ...]:
     arches = torch_builds.arch_list(cell.torch, cell.accelerator)
     return arches if arches is not None else ()
 
@@ -64,50 +102,50 @@ def env(cell: Cell) -> dict[str, str]:
     return out
 
 
-def labels(cell: Cell, project: Project) -> dict[str, str]:
+def cell_labels(cell: Cell, project: Project) -> dict[str, str]:
     """Every label of the image except the content hash (which is computed over these)."""
+    o = OCI_PREFIX
     out = {
-        "org.opencontainers.image.title": f"{project.title} {cell.name}",
-        "org.opencontainers.image.description": (
+        f"{o}.title": f"{project.title} {cell.name}",
+        f"{o}.description": (
             f"torch {cell.torch} on {cell.os.distro.name} ({cell.flavour}) "
             "with the bundled FP8/BF16 trainer"
         ),
-        "org.opencontainers.image.version": __version__,
-        "org.opencontainers.image.vendor": project.vendor,
-        "org.opencontainers.image.licenses": project.licenses,
-        "org.opencontainers.image.source": project.source,
-        "org.opencontainers.image.ref.name": cell.name,
-        "org.opencontainers.image.base.name": cell.os.base,
+        f"{o}.version": __version__,
+        f"{o}.vendor": project.vendor,
+        f"{o}.licenses": project.licenses,
+        f"{o}.source": project.source,
+        OCI_REF_NAME_LABEL: cell.name,
+        f"{o}.base.name": cell.os.base,
     }
     if cell.os.digest:
-        out["org.opencontainers.image.base.digest"] = cell.os.digest
-    p = PREFIX
+        out[f"{o}.base.digest"] = cell.os.digest
     out |= {
-        f"{p}.cell": cell.name,
-        f"{p}.os": cell.os.key,
-        f"{p}.os.family": cell.os.family,
-        f"{p}.base.pinned": "true" if (cell.os.digest or cell.os.local) else "false",
-        f"{p}.accelerator": cell.accelerator,
-        f"{p}.flavour": cell.flavour,
-        f"{p}.python.version": cell.python,
-        f"{p}.torch.version": str(cell.torch),
-        f"{p}.fp8.backend": cell.fp8,
+        CELL_LABEL: cell.name,
+        OS_LABEL: cell.os.key,
+        OS_FAMILY_LABEL: cell.os.family,
+        BASE_PINNED_LABEL: "true" if (cell.os.digest or cell.os.local) else "false",
+        ACCELERATOR_LABEL: cell.accelerator,
+        FLAVOUR_LABEL: cell.flavour,
+        PYTHON_LABEL: cell.python,
+        TORCH_LABEL: str(cell.torch),
+        FP8_BACKEND_LABEL: cell.fp8,
     }
     ao = torchao_version(cell)
     if ao:
-        out[f"{p}.torchao.version"] = ao
+        out[TORCHAO_LABEL] = ao
     if cell.flavour == "devel":
-        out[f"{p}.gcc.version"] = cell.gcc
+        out[GCC_LABEL] = cell.gcc
     if cell.cuda is not None and cell.driver is not None:
         out |= {
-            f"{p}.cuda.version": str(cell.cuda.version),
-            f"{p}.cuda.arch-list": " ".join(arch_list(cell)),
-            f"{p}.driver.min": min_driver(cell) or "unknown",
-            f"{p}.driver.branch": str(cell.driver.branch),
-            f"{p}.driver.kernel-module": cell.driver.kernel_module,
+            CUDA_LABEL: str(cell.cuda.version),
+            ARCH_LIST_LABEL: " ".join(cell_arch_list(cell)),
+            DRIVER_MIN_LABEL: min_driver(cell) or "unknown",
+            DRIVER_BRANCH_LABEL: str(cell.driver.branch),
+            KERNEL_MODULE_LABEL: cell.driver.kernel_module,
         }
     if cell.gpus:
-        out[f"{p}.gpus"] = " ".join(g.key for g in cell.gpus)
+        out[GPUS_LABEL] = " ".join(g.key for g in cell.gpus)
     return out
 
 
@@ -141,7 +179,7 @@ def content_hash(cell: Cell, project: Project) -> str:
         ),
         "python_packages": [[p.name, p.version] for p in cell.python_packages],
         "gpus": [g.key for g in cell.gpus],
-        "labels": labels(cell, project),
+        "labels": cell_labels(cell, project),
         "env": env(cell),
     }
     blob = json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()

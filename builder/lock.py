@@ -28,7 +28,7 @@ from typing import Any
 from builder.atomic_file import atomic_write
 from builder.errors import TrainimgError
 
-SCHEMA = 1
+LOCK_SCHEMA = 1
 DEFAULT_PATH = Path("images") / "lock.json"
 _LOCK = threading.Lock()  # one writer at a time within a process (--jobs)
 
@@ -77,13 +77,17 @@ def read(path: Path) -> dict[str, BuildRecord]:
             f"{path}: unreadable ({exc}); restore it from git or delete it"
         ) from None
     schema = data.get("schema") if isinstance(data, dict) else None
-    if isinstance(schema, int) and schema > SCHEMA:
+    if isinstance(schema, int) and schema > LOCK_SCHEMA:
         raise LockFileError(
             f"{path}: written by a newer trainimg (lock schema {schema}; this one reads "
-            f"{SCHEMA}): upgrade trainimg; the file is left as it is"
+            f"{LOCK_SCHEMA}): upgrade trainimg; the file is left as it is"
         )
-    if not isinstance(data, dict) or schema != SCHEMA or not isinstance(data.get("cells"), dict):
-        raise LockFileError(f"{path}: not a trainimg lock (schema {SCHEMA} with `cells`)")
+    if (
+        not isinstance(data, dict)
+        or schema != LOCK_SCHEMA
+        or not isinstance(data.get("cells"), dict)
+    ):
+        raise LockFileError(f"{path}: not a trainimg lock (schema {LOCK_SCHEMA} with `cells`)")
     try:
         return {name: BuildRecord.from_json(rec) for name, rec in data["cells"].items()}
     except (LockFileError, TypeError) as exc:
@@ -92,11 +96,11 @@ def read(path: Path) -> dict[str, BuildRecord]:
 
 def dumps(records: dict[str, BuildRecord]) -> str:
     cells = {name: records[name].to_json() for name in sorted(records)}
-    return json.dumps({"schema": SCHEMA, "cells": cells}, indent=2, sort_keys=True) + "\n"
+    return json.dumps({"schema": LOCK_SCHEMA, "cells": cells}, indent=2, sort_keys=True) + "\n"
 
 
 @contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
+def _exclusive(path: Path) -> Iterator[None]:
     """Exclusive access to the lock file `path` across threads and processes."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with _LOCK:
@@ -110,7 +114,7 @@ def locked(path: Path) -> Iterator[None]:
 
 def modify(path: Path, change: Callable[[dict[str, BuildRecord]], None]) -> None:
     """Read, change in place, write back: all under the lock."""
-    with locked(path):
+    with _exclusive(path):
         records = read(path)
         change(records)
         atomic_write(path, dumps(records))

@@ -21,18 +21,17 @@ from builder.errors import RenderError
 from builder.facts import cuda as cuda_rules
 from builder.facts import torch_builds
 from builder.labels import (
-    PREFIX,
+    CELL_HASH_LABEL,
     TRAINER_HOME,
     USER_ID,
     VENV,
+    cell_labels,
     env,
-    labels,
     torchao_version,
 )
 from builder.matrix.model import Cell, Pin, Project
 
-TEMPLATE_DIR = Path("images") / "templates"
-BASE_TEMPLATE = "Containerfile.base"
+TEMPLATE_DIR = Path("images") / "templates"  # base.Containerfile.j2 and one per OS family
 OUTPUT_NAME = "Containerfile"
 HEADER = "# Rendered by trainimg"
 
@@ -64,7 +63,7 @@ def _deb(pin: Pin) -> str:
 
 def environment(root: Path) -> jinja2.Environment:
     env_ = jinja2.Environment(
-        loader=jinja2.FileSystemLoader([str(root), str(root / TEMPLATE_DIR)]),
+        loader=jinja2.FileSystemLoader(str(root / TEMPLATE_DIR)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=False,
@@ -75,8 +74,8 @@ def environment(root: Path) -> jinja2.Environment:
     return env_
 
 
-def context(cell: Cell, project: Project) -> dict[str, Any]:
-    """Everything a template may use, derived from the cell and the rules."""
+def template_vars(cell: Cell, project: Project) -> dict[str, Any]:
+    """Every variable a template may use, derived from the cell and the facts."""
     ao = torchao_version(cell)
     requirements = [f"torch=={torch_builds.pip_pin(cell.torch)}"]
     if ao:
@@ -90,8 +89,8 @@ def context(cell: Cell, project: Project) -> dict[str, Any]:
     if cell.flavour == "devel":
         devel += cell.os.devel_packages
         devel += repo.devel if repo else ()
-    labels_ = labels(cell, project)
-    labels_[f"{PREFIX}.cell.hash"] = cell.content_hash
+    labels_ = cell_labels(cell, project)
+    labels_[CELL_HASH_LABEL] = cell.content_hash
     return {
         "version": __version__,
         "cell": cell,
@@ -122,10 +121,10 @@ def render_cell(jenv: jinja2.Environment, cell: Cell, project: Project) -> str:
     name = f"{cell.os.family}.Containerfile.j2"
     try:
         template = jenv.get_template(name)
-        text = template.render(context(cell, project))
+        text = template.render(template_vars(cell, project))
     except jinja2.TemplateNotFound as exc:
         raise RenderError(
-            f"template {exc.name} not found (looked in ./ and {TEMPLATE_DIR}/): "
+            f"template {exc.name} not found (looked in {TEMPLATE_DIR}/): "
             f"the {cell.os.family} family needs {name}"
         ) from None
     except jinja2.UndefinedError as exc:

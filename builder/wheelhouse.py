@@ -39,7 +39,7 @@ from builder.closure import Wheel
 from builder.errors import TrainimgError
 from builder.facts import torch_builds
 from builder.matrix.model import Cell, Project
-from builder.render import context as render_context
+from builder.render import template_vars
 
 LOCK_NAME = "wheelhouse.lock"
 PYPI = "https://pypi.org/simple"
@@ -53,7 +53,7 @@ class WheelhouseError(TrainimgError):
 
 
 @dataclass(frozen=True)
-class Requirement:
+class PinnedRequirement:
     name: NormalizedName
     version: Version
 
@@ -61,14 +61,14 @@ class Requirement:
         return f"{self.name}=={self.version}"
 
 
-def requirements(cell: Cell, project: Project) -> tuple[Requirement, ...]:
-    """Exactly what the cell's Containerfile pip-installs (one source: render.context)."""
+def requirements(cell: Cell, project: Project) -> tuple[PinnedRequirement, ...]:
+    """Exactly what the cell's Containerfile pip-installs (one source: render.template_vars)."""
     out = []
-    for spec in render_context(cell, project)["pip_requirements"]:
+    for spec in template_vars(cell, project)["pip_requirements"]:
         m = _REQ.match(str(spec))
         if not m:
             raise WheelhouseError(f"cell {cell.name}: requirement {spec!r} is not an exact pin")
-        out.append(Requirement(canonicalize_name(m.group(1)), Version(m.group(2))))
+        out.append(PinnedRequirement(canonicalize_name(m.group(1)), Version(m.group(2))))
     return tuple(out)
 
 
@@ -101,7 +101,7 @@ def scan(directory: Path) -> list[Wheel]:
     return out
 
 
-def resolve(directory: Path, cell: Cell, project: Project) -> closure.Resolution:
+def cell_closure(directory: Path, cell: Cell, project: Project) -> closure.Resolution:
     """The cell's closure within the wheels of `directory` (offline, from their metadata)."""
     roots = [str(r) for r in requirements(cell, project)]
     env = closure.marker_environment(cell.python, ARCH)
@@ -192,7 +192,7 @@ def select(directory: Path, cell: Cell, project: Project) -> Selection:
             f"cell {cell.name}: wheelhouse {directory} is not a directory: fill it with "
             f"`trainimg wheelhouse {cell.name} --dest {directory}`"
         )
-    res = resolve(directory, cell, project)
+    res = cell_closure(directory, cell, project)
     if res.missing:
         raise WheelhouseError(
             f"cell {cell.name}: wheelhouse {directory} lacks {len(res.missing)} wheel(s) of the "
@@ -247,7 +247,11 @@ class FillReport:
 
 
 def pip_download_argv(
-    cell: Cell, reqs: Sequence[Requirement], dest: Path, find_links: Sequence[Path], index_url: str
+    cell: Cell,
+    reqs: Sequence[PinnedRequirement],
+    dest: Path,
+    find_links: Sequence[Path],
+    index_url: str,
 ) -> list[str]:
     """pip download of `reqs` and all their dependencies, as pip inside the cell resolves them."""
     argv = [
@@ -319,7 +323,7 @@ def fill(
     present: list[str] = []
     for cell in cells:
         tags = supported_tags(cell)
-        res = resolve(dest, cell, project)
+        res = cell_closure(dest, cell, project)
         if not res.missing:
             present += [w.path.name for w in res.chosen]
             continue
@@ -329,7 +333,7 @@ def fill(
                 break
             log(f"copied {', '.join(more)}")
             copied += more
-            res = resolve(dest, cell, project)
+            res = cell_closure(dest, cell, project)
         if res.missing and offline:
             raise WheelhouseError(
                 f"cell {cell.name}: no wheel for {'; '.join(map(str, res.missing))} in {dest} or "
@@ -344,7 +348,7 @@ def fill(
                 tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-12:])
                 raise WheelhouseError(f"pip download for cell {cell.name} failed:\n{tail}")
             downloaded += sorted({p.name for p in dest.glob("*.whl")} - before)
-            res = resolve(dest, cell, project)
+            res = cell_closure(dest, cell, project)
             if res.missing:
                 raise WheelhouseError(
                     f"cell {cell.name}: pip download finished but the closure still lacks "

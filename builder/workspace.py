@@ -6,8 +6,8 @@ import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 
-from builder.check import first_error
 from builder.errors import MatrixError, TrainimgError
+from builder.judgement.matrix import first_error
 from builder.matrix.expand import Expansion, expand
 from builder.matrix.load import load_matrix
 from builder.matrix.model import Cell, Matrix

@@ -13,7 +13,13 @@ from builder import wheel_groups
 from builder.atomic_file import atomic_write
 from builder.errors import RenderError
 from builder.facts import torch_builds
-from builder.labels import PREFIX, labels
+from builder.labels import (
+    BASE_PINNED_LABEL,
+    CELL_HASH_LABEL,
+    DRIVER_MIN_LABEL,
+    GCC_LABEL,
+    cell_labels,
+)
 from builder.render import drift, environment, render_all, render_cell, write_all
 from tests.matrices import load
 
@@ -68,7 +74,7 @@ def test_structure(cell: object) -> None:
     users = [line for line in text.splitlines() if line.startswith("USER ")]
     assert users == ["USER 1000:1000"]
     assert ins.index("USER") < len(ins) - 3  # the trainer is copied as the unprivileged user
-    want = labels(cell, MATRIX.project) | {f"{PREFIX}.cell.hash": cell.content_hash}
+    want = cell_labels(cell, MATRIX.project) | {CELL_HASH_LABEL: cell.content_hash}
     assert label_block(text) == want
     for pin in cell.python_packages:
         assert f"#   {pin.name}=={pin.version}\n" in text
@@ -92,7 +98,7 @@ def test_structure(cell: object) -> None:
         assert 'ENV NVIDIA_REQUIRE_CUDA="cuda>=12.8 brand=unknown,driver>=470' in text
         assert 'ENV NVIDIA_DRIVER_CAPABILITIES="compute,utility"' in text
         assert 'ENV NVIDIA_VISIBLE_DEVICES="all"' in text
-        assert want[f"{PREFIX}.driver.min"] == "570.124.06"
+        assert want[DRIVER_MIN_LABEL] == "570.124.06"
         if cell.os.family == "el9":
             assert "sha256sum -c --strict" in text
     else:
@@ -107,7 +113,7 @@ def test_structure(cell: object) -> None:
         assert "apt-get" not in text
         assert "'gcc-12' 'g++-12' make ninja" in text and "Python.h" in text
     elif cell.flavour == "devel":
-        assert "'gcc-11.5.0-5.el9'" in text and want[f"{PREFIX}.gcc.version"] == "11"
+        assert "'gcc-11.5.0-5.el9'" in text and want[GCC_LABEL] == "11"
         if cell.cuda:
             assert 'ENV LIBRARY_PATH="/usr/local/cuda-12.8/lib64/stubs"' in text
 
@@ -121,7 +127,7 @@ def test_unpinned_base_is_warned_and_labelled() -> None:
     )
     text = render_cell(environment(REPO), e.cells[0], m.project)
     assert "# WARNING: the base image is not pinned by digest" in text
-    assert label_block(text)[f"{PREFIX}.base.pinned"] == "false"
+    assert label_block(text)[BASE_PINNED_LABEL] == "false"
     assert "FROM quay.io/rockylinux/rockylinux:9.6 AS os\n" in text
 
 
@@ -132,14 +138,13 @@ def test_pinned_base_is_used_by_digest() -> None:
 
 
 def _project_copy(tmp_path: Path) -> Path:
-    shutil.copy(REPO / "Containerfile.base", tmp_path)
     shutil.copytree(REPO / "images" / "templates", tmp_path / "images" / "templates")
     return tmp_path
 
 
 def test_undefined_template_value_is_an_error(tmp_path: Path) -> None:
     root = _project_copy(tmp_path)
-    base = root / "Containerfile.base"
+    base = root / "images" / "templates" / "base.Containerfile.j2"
     base.write_text(base.read_text().replace("{{ base_ref }}", "{{ base_reff }}"))
     with pytest.raises(RenderError, match="'base_reff' is undefined"):
         render_all(root, EXPANSION.cells, MATRIX.project)

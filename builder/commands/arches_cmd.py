@@ -76,7 +76,7 @@ def scan_target(args: argparse.Namespace) -> tuple[str, str, dict[str, Any]]:
         return "image", image, scan_image(engine, image, args.root or IMAGE_ROOTS)
 
 
-def judge(scan: dict[str, Any], gpu_args: list[str]) -> list[dict[str, Any]]:
+def judge_gpus(scan: dict[str, Any], gpu_args: list[str]) -> list[dict[str, Any]]:
     out = []
     for text in gpu_args:
         name, cc = arches.parse_gpu(text)
@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     kind, what, scan = scan_target(args)
     if kind == "path" and not scan["libraries"] and scan["errors"] and os.path.isfile(args.target):
         raise TrainimgError(scan["errors"][0]["path"] + ": " + scan["errors"][0]["error"])
-    gpus = judge(scan, args.gpu)
+    gpus = judge_gpus(scan, args.gpu)
     if args.json:
         if not args.all:
             for lib in scan["libraries"]:

@@ -15,9 +15,8 @@ from builder.engines.base import Engine
 from builder.engines.discover import engine_session
 from builder.engines.local_podman import ROOT_ENV
 from builder.errors import TrainimgError
+from builder.facts.oses import DEBIAN_MIRROR, DISTROS
 from builder.matrix.model import OsSpec
-
-SUITES = {"debian12": "bookworm"}
 
 
 def register(sub: Any) -> None:
@@ -41,7 +40,7 @@ def register(sub: Any) -> None:
         help="where the rootfs tarball is cached (default: $TRAINIMG_CACHE or .cache)",
     )
     p.add_argument("--force", action="store_true", help="re-import even if the image exists")
-    p.add_argument("--mirror", default="http://deb.debian.org/debian", help="the Debian mirror")
+    p.add_argument("--mirror", default=DEBIAN_MIRROR, help="the Debian mirror")
     p.set_defaults(func=run)
 
 
@@ -58,11 +57,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _make(args: argparse.Namespace, os_spec: OsSpec, engine: Engine) -> None:
-    suite = SUITES.get(os_spec.distro.key)
-    if suite is None:
+    suite = os_spec.distro.codename  # the Debian suite debootstrap fetches
+    if not suite:
+        recipes = [key for key, distro in DISTROS.items() if distro.codename]
         raise TrainimgError(
             f"oses.{os_spec.key}: no offline base recipe for {os_spec.distro.name} "
-            f"(recipes exist for: {', '.join(SUITES)})"
+            f"(recipes exist for: {', '.join(recipes)})"
         )
     spec = BaseSpec(tag=os_spec.base, suite=suite, mirror=args.mirror)
     made = make_offline_base(

@@ -1,4 +1,9 @@
-"""Options every subcommand shares, and the one place that opens the workspace from them."""
+"""Options most subcommands share (--matrix and --today; --engine and --url for those that talk
+to an engine), and the workspace a command opens from its --matrix and --today.
+
+`trainimg env` takes none of them. Not every workspace is opened here: preflight opens one per
+--matrix it is given, and verify the matrix an image's cell came from (builder/verify/target.py).
+"""
 
 from __future__ import annotations
 

@@ -7,9 +7,11 @@ import json
 from typing import Any
 
 from builder import labels as lab
-from builder.check import ERROR, WARN, Finding, check_cell, violation
 from builder.commands.common import shared_options, workspace
 from builder.facts import torch_builds
+from builder.judgement.finding import Finding
+from builder.judgement.matrix import check_cell, violation
+from builder.judgement.severity import BLOCK, WARN
 from builder.matrix.model import Cell, Excluded
 from builder.requirements import nvidia_require_cuda
 
@@ -43,7 +45,7 @@ def cell_summary(cell: Cell) -> dict[str, Any]:
         "torchao": lab.torchao_version(cell),
         "base": cell.os.base_ref,
         "base_pinned": bool(cell.os.digest or cell.os.local),
-        "arch_list": list(lab.arch_list(cell)),
+        "arch_list": list(lab.cell_arch_list(cell)),
         "min_driver": lab.min_driver(cell),
         "gpus": [g.key for g in cell.gpus],
         "content_hash": cell.content_hash,
@@ -102,7 +104,7 @@ def _excluded_json(e: Excluded) -> dict[str, Any]:
 
 def _finding_json(f: Finding) -> dict[str, Any]:
     return {
-        "rule": f.rule,
+        "rule": f.id,
         "severity": str(f.severity),
         "message": f.message,
         "sources": [str(s) for s in f.sources],
@@ -154,19 +156,19 @@ def run_explain(args: argparse.Namespace) -> int:
         print(f"  target GPUs    {', '.join(g.name for g in cell.gpus)}")
     print("facts:")
     for f in findings:
-        print(f"  {f.severity:<5} {f.rule:<20} {f.message}")
+        print(f"  {f.severity:<5} {f.id:<20} {f.message}")
         for src in f.sources:
             print(f"        {'':<20} source: {src}")
-    errors = [f for f in findings if f.severity is ERROR]
+    errors = [f for f in findings if f.severity is BLOCK]
     return 0 if not errors else 2
 
 
 def run_check(args: argparse.Namespace) -> int:
     ws = workspace(args, strict=False)
     problems: list[tuple[Cell, Finding]] = [
-        (c, f) for c in ws.cells for f in check_cell(c, ws.today) if f.severity in (ERROR, WARN)
+        (c, f) for c in ws.cells for f in check_cell(c, ws.today) if f.severity in (BLOCK, WARN)
     ]
-    errors = [(c, f) for c, f in problems if f.severity is ERROR]
+    errors = [(c, f) for c, f in problems if f.severity is BLOCK]
     warnings = [(c, f) for c, f in problems if f.severity is WARN]
     if args.json:
         print(
@@ -192,7 +194,7 @@ def run_check(args: argparse.Namespace) -> int:
         # a warning true of many cells is said once, with the cells it concerns
         grouped: dict[tuple[str, str], list[str]] = {}
         for c, f in warnings:
-            grouped.setdefault((f.rule, f.message), []).append(c.name)
+            grouped.setdefault((f.id, f.message), []).append(c.name)
         for (rule, message), names in grouped.items():
             who = names[0] if len(names) == 1 else f"{len(names)} cells"
             print(f"warning: [{rule}] {message} ({who})")

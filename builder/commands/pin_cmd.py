@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     text = path.read_text(encoding="utf-8")
     changed = 0
     for os_spec in (o for o in chosen if not o.local):
-        ref = reference.parse(os_spec.base, what=f"{path}: oses.{os_spec.key}.base")
+        ref = reference.parse_reference(os_spec.base, what=f"{path}: oses.{os_spec.key}.base")
         client = RegistryClient(ref.registry, auth.lookup(ref.registry))
         try:
             digest = client.manifest_digest(ref)

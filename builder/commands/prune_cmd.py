@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _registry(args: argparse.Namespace, records: dict[str, lockfile.BuildRecord]) -> int:
-    ref = reference.parse(args.registry, what="--registry")
+    ref = reference.parse_reference(args.registry, what="--registry")
     client = RegistryClient(ref.registry, auth.lookup(ref.registry, os.environ))
     try:
         tags = client.tags(ref.repository)

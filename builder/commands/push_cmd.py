@@ -68,7 +68,7 @@ def _push(engine: Engine, ref: str, creds: auth.Credentials | None, tries: int, 
 
 def run(args: argparse.Namespace) -> int:
     ws = workspace(args, strict=False)
-    target = reference.parse(args.registry, what="--registry")
+    target = reference.parse_reference(args.registry, what="--registry")
     if target.tag or target.digest:
         raise TrainimgError(f"--registry {args.registry}: give HOST[:PORT]/REPO, without a tag")
     lock_path = Path(args.lock) if args.lock else ws.root / lockfile.DEFAULT_PATH
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
                 for ref in refs:
                     engine.tag(rec.image_id, ref)
                     _push(engine, ref, creds, max(1, args.retries), tls)
-                    pushed[ref] = client.manifest_digest(reference.parse(ref))
+                    pushed[ref] = client.manifest_digest(reference.parse_reference(ref))
                 _record(lock_path, name, rec.image_id, pushed)
                 for ref, digest in pushed.items():
                     print(f"{ref} {digest}")

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from builder.commands.common import shared_options, workspace
+from builder.labels import BASE_PINNED_LABEL
 from builder.render import drift, render_all, write_all
 
 
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         n = sum(1 for c in ws.cells if not (c.os.digest or c.os.local))
         print(
             f"warning: {n} cells use a base not pinned by digest (labelled "
-            f"io.trainimg.base.pinned=false): {', '.join(unpinned)}",
+            f"{BASE_PINNED_LABEL}=false): {', '.join(unpinned)}",
             file=sys.stderr,
         )
     if args.check:

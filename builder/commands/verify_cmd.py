@@ -15,7 +15,7 @@ from typing import Any
 from builder.commands.common import add_engine_options, shared_options
 from builder.engines import discover
 from builder.errors import TrainimgError
-from builder.verify.runner import CHECKS, DEFAULT_STEPS, verify
+from builder.verify.runner import DEFAULT_STEPS, suite_checks, verify
 from builder.verify.scan import IMAGE_ROOTS
 from builder.verify.target import load_workspace, resolve_image
 
@@ -33,7 +33,7 @@ def register(sub: Any) -> None:
             "reason, never passed. Exit 0 only when no check failed."
         ),
         epilog="checks:\n"
-        + "\n".join(f"  {name:<24}{what}" for name, what in CHECKS)
+        + "\n".join(f"  {c.id:<24}{c.summary}" for c in suite_checks())
         + "\n\nexit codes: 0 passed (or skipped with a reason), 1 a check failed, "
         "2 unusable image or engine, 130 interrupted",
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -83,15 +83,21 @@ GPUS: dict[str, Gpu] = {
 }
 OPEN_MODULES_SOURCE = OPEN_MODULES_BLOG
 
-# FP8 tensor cores start at sm_89 (Ada) and sm_90 (Hopper); BF16 needs sm_80.
+# FP8 tensor cores start at sm_89 (Ada) and sm_90 (Hopper): PTX's mma/wgmma with .e4m3/.e5m2
+# operands need sm_89 or newer (PTX ISA, warp-level mma); BF16 needs sm_80.
 # torch._scaled_mm refuses anything below 8.9 (aten/src/ATen/native/cuda/Blas.cpp).
+# The trainer applies the same rules on its own (trainer/fp8/rules.py: it never imports the
+# builder); tests/test_fp8_rules_agree.py compares the two for every compute capability here.
 FP8_MIN_CC: CC = (8, 9)
 BF16_MIN_CC: CC = (8, 0)
 FP8_SOURCE = Source(
     "https://nvidia.github.io/TransformerEngine/ support matrix; "
     "pytorch aten/src/ATen/native/cuda/Blas.cpp (scaled_mm needs CC >= 9.0 or == 8.9)"
 )
-# Row-wise scaled_mm fails on sm_120 (cuBLAS NOT_SUPPORTED); use tensor-wise there.
+# Row-wise scaled_mm fails on sm_120 (cuBLAS NOT_SUPPORTED); use tensor-wise there. Its kernels
+# cover sm_89, sm_9x and sm_10x/sm_11x (pytorch aten/src/ATen/native/cuda/RowwiseScaledMM.cu,
+# dispatch_fp8_rowwise_kernel_on_sm, sends major 11 - Thor's sm_110 - to the Sm100 kernels), so
+# every other FP8-capable GPU here has them.
 ROWWISE_UNSUPPORTED_CC: tuple[CC, ...] = ((12, 0), (12, 1))
 ROWWISE_SOURCE = Source("https://github.com/pytorch/pytorch/issues/192707")
 

@@ -180,7 +180,7 @@ HOST_OSES: tuple[HostOs, ...] = (
     HostOs(
         ("debian",),
         "12",
-        "Debian 12 (bookworm)",
+        DISTROS["debian12"].name,
         "debian",
         DISTROS["debian12"].eol,
         DISTROS["debian12"].eol_source,
@@ -191,10 +191,8 @@ RPM_FAMILIES = ("el7", "el8", "el9", "el10")
 # The package family of a host, from os-release(5) ID and ID_LIKE only (never from which
 # programs are installed: Debian ships an `rpm` package, and `dnf` is one apt-get away).
 # os-release(5): "ID_LIKE= A space-separated list of operating system identifiers in the same
-# syntax as the ID= setting ... closely related to the local operating system".
-OS_RELEASE_SOURCE = Source(
-    "https://www.freedesktop.org/software/systemd/man/latest/os-release.html"
-)
+# syntax as the ID= setting ... closely related to the local operating system" (source:
+# builder.facts.oses.OS_RELEASE_SOURCE).
 OS_FAMILY_IDS: dict[str, tuple[str, ...]] = {
     "el": ("rhel", "centos", "rocky", "almalinux", "ol", "fedora", "circle", "navylinux"),
     "debian": ("debian", "ubuntu"),
@@ -213,7 +211,7 @@ def os_family(os_id: str, id_like: str = "") -> str | None:
     return None
 
 
-def host_os(os_id: str, version_id: str) -> HostOs | None:
+def host_os_lifecycle(os_id: str, version_id: str) -> HostOs | None:
     """The lifecycle entry for an os-release ID/VERSION_ID (ID_LIKE is never used to guess)."""
     major = version_id.split(".", 1)[0]
     return next((o for o in HOST_OSES if os_id in o.ids and o.major == major), None)

@@ -67,7 +67,7 @@ class Dispatch:
     documented: tuple[int, ...] = ()  # OPAQUE: compute capability majors the vendor documents
 
 
-RULES: tuple[Dispatch, ...] = (
+DISPATCH_RULES: tuple[Dispatch, ...] = (
     Dispatch("*/libcublasLt.so*", PER_ARCH, CUBLAS_DOCS),
     Dispatch("*/libcublas.so*", PER_ARCH, CUBLAS_DOCS),
     Dispatch("*/libcudnn*", PER_ARCH, CUDNN_SUPPORT),
@@ -84,4 +84,4 @@ DEFAULT = Dispatch("*", UNIFORM, Source("builder/facts/kernel_dispatch.py (the s
 
 def rule_for(path: str) -> Dispatch:
     """The dispatch rule of the library at `path`."""
-    return next((r for r in RULES if fnmatch.fnmatchcase(path, r.pattern)), DEFAULT)
+    return next((r for r in DISPATCH_RULES if fnmatch.fnmatchcase(path, r.pattern)), DEFAULT)

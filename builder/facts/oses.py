@@ -1,4 +1,5 @@
-"""Operating-system facts for the image bases: family, glibc, compilers, Pythons, end of life."""
+"""Operating-system facts for the image bases: family, glibc, compilers, Pythons, end of life,
+what /etc/os-release says inside them and (Debian) the suite name."""
 
 from __future__ import annotations
 
@@ -19,6 +20,11 @@ _RHEL9_BASE = Source(
     "considerations_in_adopting_rhel_9/ (glibc 2.34, GCC 11)"
 )
 _DEBIAN_RELEASES = Source("https://wiki.debian.org/DebianReleases", confirmed=False)
+# ID and the VERSION_ID prefix each base's /etc/os-release carries (os-release(5); each
+# distribution's own file: ID=centos / rhel / rocky / debian, VERSION_ID="9[.N]" / "12").
+OS_RELEASE_SOURCE = Source(
+    "https://www.freedesktop.org/software/systemd/man/latest/os-release.html"
+)
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,16 @@ class Distro:
     # (`--enablerepo`): CRB holds ninja-build on EL9.
     optional_repos: tuple[str, ...] = ()
     repos_source: Source | None = None
+    # /etc/os-release inside the base: ID and the prefix of VERSION_ID (OS_RELEASE_SOURCE).
+    os_release_id: str = ""
+    version_id: str = ""
+    # Debian's suite (codename): what debootstrap fetches for the offline base; "" elsewhere
+    # (no offline base recipe).
+    codename: str = ""
+
+    @property
+    def os_release(self) -> tuple[str, str]:
+        return (self.os_release_id, self.version_id)
 
 
 # EL9: Python 3.9 default, 3.11 since 9.2, 3.12 since 9.4 (AppStream); system GCC 11, glibc 2.34.
@@ -45,6 +61,7 @@ class Distro:
 def _el9(
     key: str,
     name: str,
+    os_release_id: str,
     eol: dt.date,
     eol_source: str,
     optional_repos: tuple[str, ...] = (),
@@ -64,6 +81,8 @@ def _el9(
         Source(eol_source, confirmed=False),
         optional_repos,
         repos_source,
+        os_release_id,
+        "9",
     )
 
 
@@ -82,6 +101,7 @@ DISTROS: dict[str, Distro] = {
         _el9(
             "centos-stream9",
             "CentOS Stream 9",
+            "centos",
             dt.date(2027, 5, 31),
             "https://www.centos.org/centos-stream/",
             ("crb",),
@@ -90,12 +110,14 @@ DISTROS: dict[str, Distro] = {
         _el9(
             "ubi9",
             "Red Hat Universal Base Image 9",
+            "rhel",
             dt.date(2032, 5, 31),
             "https://access.redhat.com/support/policy/updates/errata",
         ),
         _el9(
             "rocky9",
             "Rocky Linux 9",
+            "rocky",
             dt.date(2032, 5, 31),
             "https://wiki.rockylinux.org/rocky/version/",
             ("crb",),
@@ -111,8 +133,26 @@ DISTROS: dict[str, Distro] = {
             dt.date(2028, 6, 30),
             _DEBIAN_RELEASES,
             _DEBIAN_RELEASES,
+            os_release_id="debian",
+            version_id="12",
+            codename="bookworm",
         ),
     )
 }
 FAMILIES = ("el9", "debian")
+# Warn this many days ahead of an OS release's end of life: trainimg policy, not a published
+# fact (the end-of-life dates are, each with its source above). Half a year is the time a team
+# needs to move its cells (or a host) to the next release; driver branches get the same window
+# (builder.facts.drivers.BRANCH_EOL_WARN_DAYS).
+EOL_WARN_DAYS = 180
+
+# Where the offline Debian base is fetched from: the project's own redirector for the release
+# and -updates suites, and the security archive for -security (https://www.debian.org/mirror/list,
+# https://www.debian.org/security/: "deb http://security.debian.org/debian-security ...";
+# deb.debian.org serves the same archive through its CDN).
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+DEBIAN_SECURITY_MIRROR = "http://deb.debian.org/debian-security"
+DEBIAN_MIRRORS_SOURCE = Source(
+    "https://www.debian.org/mirror/list and https://www.debian.org/security/", confirmed=False
+)
 GLIBC_SOURCE = _RHEL9_BASE

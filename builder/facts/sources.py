@@ -18,6 +18,8 @@ class Source:
 
 
 # The sources cited most often, named once.
+# The project's own matrix: a pin, a repository or a list it lacks is the finding's source.
+MATRIX_YAML = Source("matrix.yaml")
 CUDA_RELEASE_NOTES = Source(
     "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html (Table 3)"
 )

@@ -86,6 +86,12 @@ TORCHAO_SOURCE = Source(
     "https://github.com/pytorch/ao/releases/tag/v0.18.0; 0.18.0 on 2.13.0+cpu: "
     "builder/verify/suite/test_image.py (test_train_fp8_fwd in the debian12-cpu image)"
 )
+# Transformer Engine compiles its PyTorch extension against the CUDA toolkit (nvcc, headers) at
+# install time: only a cuda devel image can carry it.
+TRANSFORMER_ENGINE_SOURCE = Source(
+    "https://docs.nvidia.com/deeplearning/transformer-engine/user-guide/installation.html",
+    confirmed=False,
+)
 
 
 def torch_minor(torch: Version) -> str:

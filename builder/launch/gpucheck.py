@@ -11,6 +11,7 @@ from packaging.version import InvalidVersion, Version
 
 from builder import requirements
 from builder.engines.base import ImageInfo
+from builder.labels import DRIVER_MIN_LABEL
 from builder.launch.request import HostFacts
 
 REQUIRE = "NVIDIA_REQUIRE_CUDA"
@@ -52,7 +53,7 @@ def check_driver(image_ref: str, image: ImageInfo, host: HostFacts, gpus: bool) 
             True, f"driver check: driver {driver} ({cuda}) satisfies {REQUIRE}{how}"
         )
     which = f" for GPU arch {verdict.failed_gpu.arch}" if verdict.failed_gpu else ""
-    minimum = image.labels.get("io.trainimg.driver.min")
+    minimum = image.labels.get(DRIVER_MIN_LABEL)
     need = f" (the image needs driver >= {minimum})" if minimum else ""
     return DriverVerdict(
         False,

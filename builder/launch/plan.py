@@ -11,11 +11,10 @@ from dataclasses import dataclass, field
 
 from builder.engines.base import ImageInfo
 from builder.facts.host import CDI_SPEC_DIRS
+from builder.labels import RUN_LABEL, TRAINER_VERSION_LABEL
 from builder.launch.request import (
     CKPT,
     DATA,
-    RUN_LABEL,
-    TRAINER_LABEL,
     Directory,
     HostFacts,
     LaunchError,
@@ -285,10 +284,10 @@ def check_request(req: RunRequest) -> None:
 
 
 def check_image(req: RunRequest, image: ImageInfo) -> None:
-    if TRAINER_LABEL not in image.labels:
+    if TRAINER_VERSION_LABEL not in image.labels:
         raise LaunchError(
-            f"image {req.image} has no {TRAINER_LABEL} label: it does not bundle the trainimg "
-            "trainer; build one with `trainimg build` (or name a matrix cell)"
+            f"image {req.image} has no {TRAINER_VERSION_LABEL} label: it does not bundle the "
+            "trainimg trainer; build one with `trainimg build` (or name a matrix cell)"
         )
 
 

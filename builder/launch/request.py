@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from builder.errors import TrainimgError
 from builder.requirements import Gpu
 
-TRAINER_LABEL = "io.trainimg.trainer.version"
-RUN_LABEL = "io.trainimg.run"  # on every container `trainimg run` starts (cleanup, tests)
 DATA = "/data"
 CKPT = "/ckpt"
 DEFAULT_STOP_TIMEOUT = 120  # seconds `podman stop` waits after SIGTERM: a checkpoint's time

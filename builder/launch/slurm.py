@@ -16,12 +16,10 @@ import jinja2
 
 from builder import __version__
 from builder.engines.base import ImageInfo
-from builder.labels import VENV
+from builder.labels import RUN_LABEL, TRAINER_VERSION_LABEL, VENV
 from builder.launch import cli_line
 from builder.launch.plan import ContainerRun, plan_run
 from builder.launch.request import (
-    RUN_LABEL,
-    TRAINER_LABEL,
     Directory,
     HostFacts,
     LaunchError,
@@ -137,7 +135,7 @@ def node_plan(job: SlurmJob) -> ContainerRun:
         tags=(job.image,),
         digest=None,
         size=0,
-        labels={TRAINER_LABEL: "any"},
+        labels={TRAINER_VERSION_LABEL: "any"},
         env={},
         user="1000:1000",
         entrypoint=(f"{VENV}/bin/python", "-m", "trainer"),

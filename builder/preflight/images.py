@@ -16,15 +16,10 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from builder import labels as lab
+from builder.labels import ARCH_LIST_LABEL, CELL_LABEL, CUDA_LABEL, DRIVER_MIN_LABEL
 from builder.preflight.parsers import LocalImage
 from builder.requirements import collect, disable_require, nvidia_require_cuda
 from builder.workspace import Workspace
-
-_P = lab.PREFIX
-ARCH_LABEL = f"{_P}.cuda.arch-list"
-DRIVER_MIN_LABEL = f"{_P}.driver.min"
-CUDA_LABEL = f"{_P}.cuda.version"
-CELL_LABEL = f"{_P}.cell"
 
 
 @dataclass(frozen=True)
@@ -79,7 +74,7 @@ def requirements_from_env(env: dict[str, str]) -> tuple[tuple[str, ...], str]:
 
 
 def _arches(labels: dict[str, str]) -> tuple[str, ...] | None:
-    text = labels.get(ARCH_LABEL)
+    text = labels.get(ARCH_LIST_LABEL)
     return tuple(text.split()) if text is not None else None
 
 
@@ -87,7 +82,7 @@ def from_workspace(ws: Workspace) -> list[ImageRecord]:
     out = []
     for cell in ws.cells:
         env = lab.env(cell)
-        labels = lab.labels(cell, ws.matrix.project)
+        labels = lab.cell_labels(cell, ws.matrix.project)
         reqs, origin = requirements_from_env(env)
         out.append(
             ImageRecord(

@@ -27,6 +27,7 @@ from builder.facts.sources import LIBNVIDIA_CONTAINER_DSL
 from builder.judgement.finding import Finding
 from builder.judgement.registry import check
 from builder.judgement.severity import BLOCK, OK, SKIP, WARN, Severity
+from builder.labels import ARCH_LIST_LABEL, DRIVER_MIN_LABEL
 from builder.preflight.host_gpus import HostGpu
 from builder.preflight.images import ImageRecord
 from builder.requirements import (
@@ -228,7 +229,7 @@ def judge_image(
         if g.needs_open_modules and flavour == "proprietary":
             broken.append(f"{g.name} needs the open kernel modules; this driver's are proprietary")
         if image.arch_list is None:
-            notes.append("compiled arch list unknown (no io.trainimg.cuda.arch-list label)")
+            notes.append(f"compiled arch list unknown (no {ARCH_LIST_LABEL} label)")
         elif g.cc is not None and gpu_rules.covering_sass(image.arch_list, g.cc) is None:
             broken.append(
                 f"no kernel image for {g.name} ({g.sm}): compiled for "
@@ -328,7 +329,7 @@ def impact_check(rows: list[Row], target: DriverVersion | None, notes: list[str]
             cid,
             WARN,
             finding + tail,
-            "prefer a driver at or above the images' CUDA minimum (io.trainimg.driver.min)",
+            f"prefer a driver at or above the images' CUDA minimum ({DRIVER_MIN_LABEL})",
             IMPACT_SOURCES,
         )
     return Finding(cid, OK, finding + tail, "", IMPACT_SOURCES)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from builder.context import HASH_LEN
+from builder.build_context import HASH_LEN
 from builder.lock import BuildRecord
 
 CONTENT_HASH_TAG = re.compile(rf"^[0-9a-f]{{{HASH_LEN}}}$")

@@ -20,7 +20,7 @@ class PullError(TrainimgError):
 
 
 def pull_base(engine: Engine, ref_text: str, cell: str) -> None:
-    ref = reference.parse(ref_text, what=f"cell {cell}: base")
+    ref = reference.parse_reference(ref_text, what=f"cell {cell}: base")
     creds = auth.lookup(ref.registry, os.environ)
     try:
         engine.pull(str(ref), creds, tls_verify=not reference.is_insecure(ref.registry))

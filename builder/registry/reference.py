@@ -50,7 +50,7 @@ class Reference:
         return text
 
 
-def parse(text: str, *, what: str = "image reference") -> Reference:
+def parse_reference(text: str, *, what: str = "image reference") -> Reference:
     """`HOST[:PORT]/PATH[:TAG][@sha256:HEX]`; a first component without `.`/`:` (and not
     `localhost`) is a Docker Hub path, as the engines read it."""
     rest, _, digest = text.partition("@")

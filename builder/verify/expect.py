@@ -6,39 +6,22 @@ image claims) and the running container (what is really there). These are the fi
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
 from typing import Any
 
 from builder import labels as label_rules
 from builder.facts import cuda as cuda_rules
+from builder.facts.oses import DISTROS
 from builder.matrix.model import Cell, Project
 from builder.requirements import nvidia_require_cuda
-
-# /etc/os-release of each matrix OS: ID and the VERSION_ID prefix (each distribution's own
-# os-release, https://www.freedesktop.org/software/systemd/man/latest/os-release.html).
-OS_RELEASE: dict[str, tuple[str, str]] = {
-    "centos-stream9": ("centos", "9"),
-    "ubi9": ("rhel", "9"),
-    "rocky9": ("rocky", "9"),
-    "debian12": ("debian", "12"),
-}
-P = label_rules.PREFIX
+from builder.trainer_version import TrainerVersionError, trainer_version
 
 
-def trainer_version(repo_root: Path | None = None) -> str | None:
-    """The bundled trainer's __version__, read (not imported: the trainer imports torch)."""
-    root = repo_root or Path(__file__).resolve().parents[2]
-    init = root / "trainer" / "__init__.py"
-    if not init.is_file():
+def _checkout_trainer_version() -> str | None:
+    """The version of the trainer beside this trainimg, or None when there is none to read."""
+    try:
+        return trainer_version()
+    except TrainerVersionError:
         return None
-    for node in ast.parse(init.read_text(encoding="utf-8")).body:
-        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Constant):
-            continue
-        names = [t.id for t in node.targets if isinstance(t, ast.Name)]
-        if "__version__" in names and isinstance(node.value.value, str):
-            return node.value.value
-    return None
 
 
 def from_cell(cell: Cell, project: Project) -> dict[str, Any]:
@@ -48,7 +31,8 @@ def from_cell(cell: Cell, project: Project) -> dict[str, Any]:
         "source": "matrix",
         "cell": cell.name,
         "os": cell.os.key,
-        "os_release": list(OS_RELEASE.get(cell.os.key, ("", ""))),
+        # the distribution's, whatever the OS entry is called (an entry names its distro)
+        "os_release": list(cell.os.distro.os_release),
         "accelerator": cell.accelerator,
         "flavour": cell.flavour,
         "python": cell.python,
@@ -56,35 +40,40 @@ def from_cell(cell: Cell, project: Project) -> dict[str, Any]:
         "cuda": cuda,
         "torch_cuda": cuda_rules.minor(cell.cuda.version) if cell.cuda is not None else None,
         "gcc": cell.gcc if cell.flavour == "devel" else None,
-        "arch_list": list(label_rules.arch_list(cell)),
+        "arch_list": list(label_rules.cell_arch_list(cell)),
         "nvidia_require_cuda": nvidia_require_cuda(cell.cuda.version) if cell.cuda else None,
-        "labels": label_rules.labels(cell, project),
+        "labels": label_rules.cell_labels(cell, project),
         "content_hash": label_rules.content_hash(cell, project),
         "env": label_rules.env(cell),
-        "trainer_version": trainer_version(),
+        "trainer_version": _checkout_trainer_version(),
     }
 
 
 def from_labels(image_labels: dict[str, str]) -> dict[str, Any]:
-    """Without a matrix cell, the labels are all there is: checks compare the inside to them."""
-    cuda = image_labels.get(f"{P}.cuda.version")
-    os_key = image_labels.get(f"{P}.os", "")
+    """Without a matrix cell, the labels are all there is: checks compare the inside to them.
+    The OS label holds the matrix entry's key: its os-release is known when that key is a
+    distribution's (an entry of another name does not say its distro in the labels)."""
+    cuda = image_labels.get(label_rules.CUDA_LABEL)
+    os_key = image_labels.get(label_rules.OS_LABEL, "")
+    distro = DISTROS.get(os_key)
     return {
         "source": "labels",
-        "cell": image_labels.get(f"{P}.cell"),
+        "cell": image_labels.get(label_rules.CELL_LABEL),
         "os": os_key,
-        "os_release": list(OS_RELEASE.get(os_key, ("", ""))),
-        "accelerator": image_labels.get(f"{P}.accelerator"),
-        "flavour": image_labels.get(f"{P}.flavour"),
-        "python": image_labels.get(f"{P}.python.version"),
-        "torch": image_labels.get(f"{P}.torch.version"),
+        "os_release": list(distro.os_release) if distro else ["", ""],
+        "accelerator": image_labels.get(label_rules.ACCELERATOR_LABEL),
+        "flavour": image_labels.get(label_rules.FLAVOUR_LABEL),
+        "python": image_labels.get(label_rules.PYTHON_LABEL),
+        "torch": image_labels.get(label_rules.TORCH_LABEL),
         "cuda": cuda,
         "torch_cuda": ".".join(cuda.split(".")[:2]) if cuda else None,
-        "gcc": image_labels.get(f"{P}.gcc.version"),
-        "arch_list": image_labels.get(f"{P}.cuda.arch-list", "").split(),
+        "gcc": image_labels.get(label_rules.GCC_LABEL),
+        "arch_list": image_labels.get(label_rules.ARCH_LIST_LABEL, "").split(),
         "nvidia_require_cuda": None,
         "labels": None,
         "content_hash": None,
         "env": None,
-        "trainer_version": image_labels.get(f"{P}.trainer.version") or trainer_version(),
+        "trainer_version": (
+            image_labels.get(label_rules.TRAINER_VERSION_LABEL) or _checkout_trainer_version()
+        ),
     }

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import FrameType
 
 from builder.engines.base import Engine, EngineError, RunSpec
-from builder.verify.scan import LABEL
+from builder.labels import VERIFY_LABEL
 
 CDI_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"))
 NVIDIA_DEVICE = Path("/dev/nvidia0")
@@ -96,7 +96,7 @@ def running_container(
         gpus=gpus,
         network="none",
         name=name,
-        labels={LABEL: "verify"},
+        labels={VERIFY_LABEL: "verify"},
     )
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None

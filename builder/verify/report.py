@@ -4,21 +4,84 @@ JUnit XML comes from pytest's own --junitxml."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
+from builder.judgement.finding import Finding
+from builder.judgement.severity import BLOCK, OK, SKIP, Severity, worst
+
 OUTCOMES = ("passed", "failed", "error", "skipped")
+# pytest's outcome on the one severity scale: a failed check and a broken one (an error in a
+# fixture or the collection) both block; a skipped one says why it could not apply.
+OUTCOME_SEVERITY: dict[str, Severity] = {
+    "passed": OK,
+    "failed": BLOCK,
+    "error": BLOCK,
+    "skipped": SKIP,
+}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check's result: its Finding (id: the check's name, test_torch_version ->
+    torch_version; message: the failure or the skip reason, empty when it passed) and pytest's
+    outcome beside it, which the report prints: `error` (the check could not run) reads
+    differently from `failed` although both block."""
+
+    finding: Finding
+    outcome: str  # passed | failed | error | skipped
+    details: tuple[str, ...] = ()  # what a passing check saw
+    seconds: float = 0.0
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        outcome: str,
+        message: str = "",
+        details: tuple[str, ...] = (),
+        seconds: float = 0.0,
+    ) -> CheckResult:
+        return cls(Finding(name, OUTCOME_SEVERITY[outcome], message), outcome, details, seconds)
+
+    @property
+    def name(self) -> str:
+        return self.finding.id
+
+    @property
+    def message(self) -> str:
+        return self.finding.message
+
+    @property
+    def severity(self) -> Severity:
+        return self.finding.severity
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "outcome": self.outcome,
+            "message": self.message,
+            "details": list(self.details),
+            "seconds": self.seconds,
+        }
 
 
 @dataclass
-class Check:
-    name: str  # test_torch_version -> torch_version
-    outcome: str  # passed | failed | error | skipped
+class _Tally:
+    """A check's result while pytest reports its setup, call and teardown."""
+
+    name: str
+    outcome: str = "passed"
     message: str = ""
     details: list[str] = field(default_factory=list)
     seconds: float = 0.0
+
+    def result(self) -> CheckResult:
+        return CheckResult.of(
+            self.name, self.outcome, self.message, tuple(self.details), self.seconds
+        )
 
 
 def _message(report: pytest.TestReport | pytest.CollectReport) -> str:
@@ -32,14 +95,14 @@ def _message(report: pytest.TestReport | pytest.CollectReport) -> str:
 
 
 class Collector:
-    """A pytest plugin: one Check per test, in order."""
+    """A pytest plugin: one CheckResult per test, in order."""
 
     def __init__(self) -> None:
-        self.checks: dict[str, Check] = {}
+        self.checks: dict[str, _Tally] = {}
 
-    def _check(self, nodeid: str) -> Check:
+    def _check(self, nodeid: str) -> _Tally:
         name = nodeid.rsplit("::", 1)[-1].removeprefix("test_")
-        return self.checks.setdefault(nodeid, Check(name, "passed"))
+        return self.checks.setdefault(nodeid, _Tally(name))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         check = self._check(report.nodeid)
@@ -59,12 +122,12 @@ class Collector:
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
-            self.checks[report.nodeid or "collect"] = Check(
+            self.checks[report.nodeid or "collect"] = _Tally(
                 "collect", "error", f"the suite could not be collected: {_message(report)}"
             )
 
-    def results(self) -> list[Check]:
-        return list(self.checks.values())
+    def results(self) -> list[CheckResult]:
+        return [tally.result() for tally in self.checks.values()]
 
 
 @dataclass
@@ -76,7 +139,7 @@ class Report:
     engine: str
     container: str
     gpu: dict[str, Any]
-    checks: list[Check]
+    checks: list[CheckResult]
     pytest_exit: int
 
     def counts(self) -> dict[str, int]:
@@ -84,10 +147,9 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        c = self.counts()
-        return (
-            c["failed"] == 0 and c["error"] == 0 and c["passed"] > 0 and self.pytest_exit in (0, 1)
-        )
+        """Nothing blocks and something passed (skipped is not passed), and pytest ran."""
+        severities = [c.severity for c in self.checks]
+        return worst(severities) is not BLOCK and OK in severities and self.pytest_exit in (0, 1)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -100,7 +162,7 @@ class Report:
             "gpu": self.gpu,
             "ok": self.ok,
             "summary": self.counts(),
-            "checks": [asdict(c) for c in self.checks],
+            "checks": [c.as_json() for c in self.checks],
         }
 
     def to_json(self) -> str:

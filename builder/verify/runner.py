@@ -14,35 +14,25 @@ import pytest
 
 from builder.engines.base import Engine
 from builder.errors import TrainimgError
+from builder.judgement.registry import Registered, registered
+from builder.labels import CELL_LABEL
 from builder.verify import expect as expectations
 from builder.verify import suite
 from builder.verify.lifecycle import plan_gpus, running_container
-from builder.verify.report import Check, Collector, Report
+from builder.verify.report import CheckResult, Collector, Report
 from builder.verify.scan import IMAGE_ROOTS
+from builder.verify.suite import test_image  # noqa: F401 - registers the verify checks
 from builder.verify.target import find_cell
 from builder.workspace import Workspace
 
 SUITE_DIR = Path(suite.__file__).resolve().parent
-# The checks, in the order they run (tests/verify pins this list to the suite's tests).
-CHECKS = (
-    ("os_release", "/etc/os-release is the cell's OS"),
-    ("python_version", "Python as label and matrix say"),
-    ("torch_version", "torch.__version__ as label and matrix say"),
-    ("cuda_version", "torch.version.cuda == 12.8 for cu128 (None for CPU cells)"),
-    ("gcc_version", "the cell's gcc (devel; runtime images that carry one for torch.compile)"),
-    ("trainer_version", "the bundled trainer is this tree's"),
-    ("nvidia_smi", "nvidia-smi lists >= 1 GPU (skipped: no GPU here)"),
-    ("sm_kernels_arch_flags", "torch._C._cuda_getArchFlags() has every promised arch"),
-    ("sm_kernels_fatbin_scan", "every CUDA library has code for every target GPU, by its rule"),
-    ("train_bf16", "a few BF16 trainer steps: finite, falling loss"),
-    ("train_fp8_fwd", "a few FP8-fwd trainer steps: finite, falling loss"),
-    ("train_compile", "BF16 steps under torch.compile: compiler and Python headers present"),
-    ("cpp_extension", "devel: a torch.utils.cpp_extension module builds and runs"),
-    ("nvidia_environment", "NVIDIA_REQUIRE_CUDA and NVIDIA_DRIVER_CAPABILITIES"),
-    ("labels", "labels present and as the matrix says; content hash"),
-    ("default_user_not_root", "USER is not root, and inside it is not uid 0"),
-)
 DEFAULT_STEPS = 12
+
+
+def suite_checks() -> tuple[Registered, ...]:
+    """The checks, in the order they run: the suite's tests, each registered once as a verify
+    check with a one-line summary (--help lists them; tests/verify holds docs/verify.md to them)."""
+    return registered("verify")
 
 
 def pytest_args(context_file: Path, junitxml: str | None, only: str | None = None) -> list[str]:
@@ -75,7 +65,7 @@ def pytest_args(context_file: Path, junitxml: str | None, only: str | None = Non
 
 def run_suite(
     ctx: dict[str, Any], junitxml: str | None = None, only: str | None = None
-) -> tuple[int, list[Check]]:
+) -> tuple[int, list[CheckResult]]:
     collector = Collector()
     with tempfile.TemporaryDirectory(prefix="trainimg-verify-") as tmp:
         context_file = Path(tmp) / "context.json"
@@ -114,7 +104,7 @@ def verify(
 ) -> Report:
     """Run every check against `image`; raises KeyboardInterrupt after cleanup on Ctrl-C."""
     info = engine.inspect_image(image)
-    cell = find_cell(workspace, info.labels.get("io.trainimg.cell", ""))
+    cell = find_cell(workspace, info.labels.get(CELL_LABEL, ""))
     if cell is not None and workspace is not None:
         expect = expectations.from_cell(cell, workspace.matrix.project)
     else:

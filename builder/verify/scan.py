@@ -17,11 +17,11 @@ from typing import Any
 from builder import fatbin
 from builder.engines.base import Engine, RunSpec
 from builder.errors import TrainimgError
+from builder.labels import VERIFY_LABEL
 
 # Where trainimg images keep CUDA libraries: torch and the nvidia-* wheels in the venv, and the
 # toolkit (devel flavour) or cuda-compat under /usr/local/cuda*.
 IMAGE_ROOTS = ("/opt/venv", "/usr/local/cuda", "/usr/local/cuda-12.8")
-LABEL = "io.trainimg.verify"  # every container verify or arches starts carries it
 
 
 def reader_source() -> str:
@@ -51,7 +51,11 @@ def scan_image(
     """ScanResult.to_dict() of the libraries under `roots` inside `image` (one short run)."""
     argv = reader_argv(python, roots)
     spec = RunSpec(
-        image=image, entrypoint=argv[:1], command=argv[1:], network="none", labels={LABEL: "arches"}
+        image=image,
+        entrypoint=argv[:1],
+        command=argv[1:],
+        network="none",
+        labels={VERIFY_LABEL: "arches"},
     )
     result = engine.run(spec, timeout=600)
     if result.exit_code != 0:

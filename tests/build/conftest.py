@@ -47,7 +47,6 @@ def make_project(tmp_path: Path, run_cli: RunCli) -> MakeProject:
     def make(template: str | None = None, matrix_edit: Callable[[str], str] | None = None) -> Path:
         root = tmp_path / f"project-{secrets.token_hex(3)}"
         shutil.copytree(REPO / "images" / "templates", root / "images" / "templates")
-        shutil.copy(REPO / "Containerfile.base", root / "Containerfile.base")
         text = (REPO / "matrix.yaml").read_text()
         (root / "matrix.yaml").write_text(matrix_edit(text) if matrix_edit else text)
         if template is not None:

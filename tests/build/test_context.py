@@ -12,7 +12,8 @@ import pytest
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from builder.context import BuildContext, ContextError, assemble, trainer_version
+from builder.build_context import BuildContext, ContextError, assemble
+from builder.trainer_version import TrainerVersionError, trainer_version
 from builder.wheelhouse import Locked, Selection, sha256_file
 from tests.conftest import write_standin_trainer
 
@@ -142,12 +143,12 @@ def test_trainer_version_is_read_as_text(trainer: Path) -> None:
     (trainer / "__init__.py").write_text('"""doc"""\n\n__version__: str = "0.4.0.dev1"\n')
     assert trainer_version(trainer) == "0.4.0.dev1"
     (trainer / "__init__.py").write_text('__version__ = "1.0; rm -rf /"\n')
-    with pytest.raises(ContextError, match="not a plain version"):
+    with pytest.raises(TrainerVersionError, match="not a plain version"):
         trainer_version(trainer)
     (trainer / "__init__.py").write_text("VERSION = 1\n")
-    with pytest.raises(ContextError, match="__version__"):
+    with pytest.raises(TrainerVersionError, match="__version__"):
         trainer_version(trainer)
-    with pytest.raises(ContextError, match="missing"):
+    with pytest.raises(TrainerVersionError, match="missing"):
         trainer_version(trainer.parent / "nowhere")
 
 

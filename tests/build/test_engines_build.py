@@ -21,10 +21,10 @@ import pytest
 
 from builder import lock
 from builder.build import Builder, BuildOptions, Outcome, Plan, plan_cells
-from builder.context import trainer_version
 from builder.engines.base import BuildFailed, Engine, RunSpec
 from builder.engines.docker import DockerEngine
 from builder.engines.podman import PodmanEngine
+from builder.trainer_version import trainer_version
 from builder.wheelhouse import LOCK_NAME, WheelhouseError, sha256_file, write_lock
 from builder.workspace import open_workspace
 from tests.build.helpers import CPU_CELL, REPO, RecordingUi, RunCli, steps_and_cache

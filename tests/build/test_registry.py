@@ -15,7 +15,7 @@ from builder.engines.base import EngineError
 from builder.engines.podman import PodmanEngine
 from builder.registry import auth
 from builder.registry.client import RegistryClient, RegistryError
-from builder.registry.reference import parse
+from builder.registry.reference import parse_reference
 from tests.build.helpers import CPU_CELL, MakeProject, RunCli
 from tests.build.registry import Registry, matrix_with_registry_base
 
@@ -64,15 +64,15 @@ def test_push_and_resolve_with_auth_and_tls(
     ref = push_base(podman_engine, offline_base, reg, creds)
     client = RegistryClient(reg.host, creds, insecure=False)  # TLS verified against the CA
     try:
-        digest = client.manifest_digest(parse(ref))
+        digest = client.manifest_digest(parse_reference(ref))
         assert digest.startswith("sha256:") and len(digest) == 71
         assert client.tags(BASE_REPO) == ["bookworm"]
         with pytest.raises(RegistryError, match=rf"{reg.host} has no {BASE_REPO}:nope") as err:
-            client.manifest_digest(parse(f"{reg.host}/{BASE_REPO}:nope"))
+            client.manifest_digest(parse_reference(f"{reg.host}/{BASE_REPO}:nope"))
         assert password not in str(err.value)
         other = "sha256:" + "0" * 64
         with pytest.raises(RegistryError, match="no such repository or tag"):
-            client.manifest_digest(parse(f"{reg.host}/{BASE_REPO}@{other}"))
+            client.manifest_digest(parse_reference(f"{reg.host}/{BASE_REPO}@{other}"))
     finally:
         client.close()
 

@@ -22,7 +22,7 @@ from builder.engines.podman import PodmanEngine
 from builder.engines.sdk import SdkEngine
 from builder.registry import auth
 from builder.registry.client import RegistryClient
-from builder.registry.reference import parse
+from builder.registry.reference import parse_reference
 from tests.build.helpers import CPU_CELL, REPO, MakeProject, RunCli
 from tests.build.registry import Registry, matrix_with_registry_base
 from tests.build.test_engines_build import engine_url
@@ -121,7 +121,7 @@ def test_pinned_build_push_and_prune(
     client = RegistryClient(pinned.reg.host, auth.lookup(pinned.reg.host))
     try:
         for ref in refs:
-            assert rec.pushed[ref] == client.manifest_digest(parse(ref))
+            assert rec.pushed[ref] == client.manifest_digest(parse_reference(ref))
         assert client.tags(f"trainimg-{kind}") == sorted([CPU_CELL, rec.content_hash])
     finally:
         client.close()

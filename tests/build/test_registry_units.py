@@ -21,15 +21,15 @@ DIGEST = "sha256:" + "ab" * 32
 
 
 def test_references() -> None:
-    r = reference.parse(f"127.0.0.1:5000/team/base:bookworm@{DIGEST}")
+    r = reference.parse_reference(f"127.0.0.1:5000/team/base:bookworm@{DIGEST}")
     assert (r.registry, r.repository, r.tag, r.digest) == ("127.0.0.1:5000", "team/base",
                                                            "bookworm", DIGEST)  # fmt: skip
     assert r.reference == DIGEST and str(r) == f"127.0.0.1:5000/team/base:bookworm@{DIGEST}"
-    assert reference.parse("debian:bookworm").name == "docker.io/library/debian"
-    assert reference.parse("localhost/x").registry == "localhost"
+    assert reference.parse_reference("debian:bookworm").name == "docker.io/library/debian"
+    assert reference.parse_reference("localhost/x").registry == "localhost"
     for bad in ("quay.io/UPPER:1", "quay.io/x@sha256:12", "quay.io/x:$(id)", "quay.io/a b"):
         with pytest.raises(TrainimgError, match=r"expected HOST|digest|tag"):
-            reference.parse(bad)
+            reference.parse_reference(bad)
 
 
 def test_insecure_registries() -> None:

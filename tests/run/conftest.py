@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from builder.labels import RUN_LABEL
+
 REPO = Path(__file__).resolve().parents[2]
-RUN_LABEL = "io.trainimg.run"
 
 
 @pytest.fixture(scope="session")

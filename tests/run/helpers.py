@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from builder.engines.base import ImageInfo
-from builder.launch.request import TRAINER_LABEL, Directory, HostFacts, RunRequest
+from builder.labels import DRIVER_MIN_LABEL, TRAINER_VERSION_LABEL
+from builder.launch.request import Directory, HostFacts, RunRequest
 
 IMAGE = "localhost/trainimg:rocky9-cu128-py3.12-torch2.9.1-runtime"
 # NVIDIA_REQUIRE_CUDA as builder/requirements.nvidia_require_cuda writes it for CUDA 12.8
@@ -19,7 +20,7 @@ def image(**over: Any) -> ImageInfo:
         "tags": (IMAGE,),
         "digest": None,
         "size": 1,
-        "labels": {TRAINER_LABEL: "0.1.0", "io.trainimg.driver.min": "570.124.06"},
+        "labels": {TRAINER_VERSION_LABEL: "0.1.0", DRIVER_MIN_LABEL: "570.124.06"},
         "env": {"NVIDIA_REQUIRE_CUDA": REQUIRE_128},
         "user": "1000:1000",
         "entrypoint": ("/opt/venv/bin/python", "-m", "trainer"),

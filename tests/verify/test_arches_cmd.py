@@ -12,6 +12,7 @@ from builder.cli import main
 from builder.engines.base import RunResult
 from builder.errors import TrainimgError
 from builder.fatbin import scan_paths
+from builder.labels import VERIFY_LABEL
 from builder.verify import scan as image_scan
 
 from .fake_engine import FakeEngine
@@ -115,7 +116,7 @@ def test_image_scan_runs_the_reader_inside(libdir: Path) -> None:
     assert spec.entrypoint == ["python3"] and spec.network == "none"
     assert spec.command[0] == "-c" and "0xBA55ED50" in spec.command[1]
     assert spec.command[2:] == ["--skip-missing", "/opt/venv"]
-    assert spec.labels == {image_scan.LABEL: "arches"}
+    assert spec.labels == {VERIFY_LABEL: "arches"}
     assert len(data["libraries"]) == 2
     engine.run_result = RunResult(127, "", 'exec: "python3": executable file not found in $PATH')
     with pytest.raises(TrainimgError, match="the image has no python3"):

@@ -104,7 +104,8 @@ def test_devel_image_builds_a_cpp_extension(
     tmp_path: Path,
 ) -> None:
     """The Debian devel cell (CPU: a cu128 devel cell on PyPI's wheels would have no nvcc, see
-    builder/check.py) compiles, imports and runs a torch.utils.cpp_extension module inside."""
+    builder/judgement/matrix/cuda.py) compiles, imports and runs a torch.utils.cpp_extension
+    module inside."""
     image = build_cell(DEVEL_CELL, podman_service, wheelhouse, trainer_dir, tmp_path / "lock.json")
     ws = load_workspace(str(REPO / "matrix.yaml"))
     report = verify(verify_engine, image, workspace=ws, only="cpp_extension or gcc_version")

@@ -44,7 +44,7 @@ def test_rules_by_file_name() -> None:
     }
     assert kind["libcufft.so.11"] == kernel_dispatch.OPAQUE
     assert kind["libsomething_new.so"] == kernel_dispatch.UNIFORM  # unknown: the strict rule
-    for rule in kernel_dispatch.RULES:
+    for rule in kernel_dispatch.DISPATCH_RULES:
         assert rule.source.ref.startswith("https://")
 
 

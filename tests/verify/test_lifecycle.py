@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from builder.engines.base import EngineError, RunSpec
+from builder.labels import VERIFY_LABEL
 from builder.verify.lifecycle import plan_gpus, running_container
-from builder.verify.scan import LABEL
 
 from .fake_engine import FakeEngine
 
@@ -19,10 +19,10 @@ from .fake_engine import FakeEngine
 def test_removed_after_success() -> None:
     engine = FakeEngine()
     with running_container(engine, "img", gpus=False, name="v1") as name:
-        assert name == "v1" and engine.containers(LABEL) == ["v1"]
+        assert name == "v1" and engine.containers(VERIFY_LABEL) == ["v1"]
         spec = engine.running["v1"]
         assert spec.entrypoint == ["sleep"] and spec.command == ["infinity"]
-        assert spec.network == "none" and spec.labels == {LABEL: "verify"} and not spec.gpus
+        assert spec.network == "none" and spec.labels == {VERIFY_LABEL: "verify"} and not spec.gpus
     assert engine.containers() == []
     assert engine.calls[-1] == ("remove", "v1")
 

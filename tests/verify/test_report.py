@@ -12,10 +12,14 @@ from typing import Any
 
 import pytest
 
+from builder.judgement.finding import Finding
+from builder.judgement.registry import ids, registered
+from builder.judgement.severity import BLOCK
 from builder.verify import expect as expectations
-from builder.verify.report import Report
-from builder.verify.runner import run_suite
+from builder.verify.report import CheckResult, Report
+from builder.verify.runner import run_suite, suite_checks
 from builder.workspace import open_workspace
+from tests.docs.tables import first_column_ids
 
 from .fatbin_bytes import SASS, container, elf64, entry
 
@@ -134,6 +138,7 @@ def test_mixed_outcomes_and_reports(local_ctx: dict[str, Any], tmp_path: Path) -
     assert data["ok"] is False and data["summary"] == counts
     assert data["compared_with"] == "matrix" and data["gpu"]["attached"] is False
     assert data["checks"][0]["name"] == "os_release" and data["checks"][0]["outcome"] == "passed"
+    assert list(data["checks"][0]) == ["name", "outcome", "message", "details", "seconds"]
 
     suite = ET.parse(junit).getroot()  # noqa: S314 - the report this test just wrote
     suite = suite if suite.tag == "testsuite" else suite[0]
@@ -149,22 +154,56 @@ def test_mixed_outcomes_and_reports(local_ctx: dict[str, Any], tmp_path: Path) -
     assert "torch 2.13.0+cpu" in props
 
 
-def test_help_lists_every_check_of_the_suite() -> None:
-    from builder.verify.runner import CHECKS as HELP
+def test_the_registry_and_the_suite_name_the_same_checks_in_order() -> None:
+    """Each registered verify check is the suite's test_<id>, and each test is registered."""
     from builder.verify.suite import test_image
 
-    names = [n.removeprefix("test_") for n in vars(test_image) if n.startswith("test_")]
-    assert names == [name for name, _ in HELP] == CHECKS
+    tests = {n: f for n, f in vars(test_image).items() if n.startswith("test_") and callable(f)}
+    assert [n.removeprefix("test_") for n in tests] == list(ids("verify")) == CHECKS
+    for check in registered("verify"):
+        assert check.fn is tests[f"test_{check.id}"] and check.summary
+
+
+def test_help_lists_every_check_with_its_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    from builder.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["verify", "--help"])
+    epilog = capsys.readouterr().out.split("checks:\n", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split(None, 1) for line in epilog.splitlines()]
+    assert rows == [[c.id, c.summary] for c in suite_checks()]
+    assert [c.id for c in suite_checks()] == CHECKS
+
+
+def test_docs_table_lists_the_registered_checks_in_order() -> None:
+    assert first_column_ids(REPO / "docs" / "verify.md", "check") == list(ids("verify"))
 
 
 def test_report_ok_needs_a_pass_and_no_failure() -> None:
-    from builder.verify.report import Check
-
     def report(*outcomes: str) -> Report:
-        checks = [Check(f"c{i}", o) for i, o in enumerate(outcomes)]
+        checks = [CheckResult.of(f"c{i}", o) for i, o in enumerate(outcomes)]
         return Report("i", "sha256:1", None, False, "podman", "c", {}, checks, 0)
 
     assert report("passed", "skipped").ok
     assert not report("skipped", "skipped").ok  # nothing passed: not a proof
     assert not report("passed", "error").ok
     assert not report("passed", "failed").ok
+
+
+def test_outcomes_on_the_severity_scale() -> None:
+    """passed is ok, failed and error block, skipped is skip; the report keeps pytest's word."""
+    got = {o: CheckResult.of("labels", o, "why") for o in ("passed", "failed", "error", "skipped")}
+    assert {o: str(r.severity) for o, r in got.items()} == {
+        "passed": "ok",
+        "failed": "block",
+        "error": "block",
+        "skipped": "skip",
+    }
+    assert got["error"].finding == Finding("labels", BLOCK, "why")
+    assert got["error"].as_json() == {
+        "name": "labels",
+        "outcome": "error",
+        "message": "why",
+        "details": [],
+        "seconds": 0.0,
+    }

@@ -15,9 +15,9 @@ import pytest
 from builder.cli import main
 from builder.engines import discover as connect_mod
 from builder.engines.base import ImageNotFound
+from builder.labels import VERIFY_LABEL
 from builder.verify.report import Report
 from builder.verify.runner import verify
-from builder.verify.scan import LABEL
 from builder.verify.target import load_workspace
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -68,7 +68,7 @@ def test_cpu_image_passes_or_skips_with_reasons(verify_cpu_image: str, verify_en
         assert got["trainer_version"] == "passed", report.text()
     bf16 = " ".join(next(c for c in report.checks if c.name == "train_bf16").details)
     assert "on the CPU, not a GPU" in bf16
-    assert verify_engine.containers(LABEL) == []
+    assert verify_engine.containers(VERIFY_LABEL) == []
 
 
 def _msg(report: Report, name: str) -> str:
@@ -162,7 +162,7 @@ def test_no_container_left_after_20_runs(
     """20 verify runs, passing, failing, interrupted and refused: afterwards the engine holds
     exactly the containers it held before."""
     before_all = verify_engine.containers()
-    assert verify_engine.containers(LABEL) == []
+    assert verify_engine.containers(VERIFY_LABEL) == []
     images = [verify_cpu_image, *broken_images.values()]
     results = []
     for i in range(20):
@@ -184,7 +184,7 @@ def test_no_container_left_after_20_runs(
         else:
             report = run(verify_engine, image, only="torch or user or labels or os_release")
             results.append("ok" if report.ok else "failed")
-        assert verify_engine.containers(LABEL) == [], f"run {i} left a container"
+        assert verify_engine.containers(VERIFY_LABEL) == [], f"run {i} left a container"
     assert verify_engine.containers() == before_all
     assert results.count("failed") >= 8 and results.count("ok") >= 4, results
 
@@ -215,7 +215,7 @@ def test_arches_of_an_image(
     verdicts = {Path(c["path"]).name[:9]: c["verdict"] for c in data["gpus"][0]["libraries"]}
     assert verdicts == {"_C_cutlas": "yes", "_C_mxfp8.": "no"}
     assert {c["rule"] for c in data["gpus"][0]["libraries"]} == {"optional"}
-    assert verify_engine.containers(LABEL) == []
+    assert verify_engine.containers(VERIFY_LABEL) == []
 
 
 def test_docker_backend(
@@ -228,4 +228,4 @@ def test_docker_backend(
     assert "/dev/nvidia0 does not exist" in _msg(report, "nvidia_smi")
     report = run(verify_docker_engine, broken_images["root-user"], only="user or torch")
     assert failing(report) == {"default_user_not_root"}, report.text()
-    assert verify_docker_engine.containers(LABEL) == []
+    assert verify_docker_engine.containers(VERIFY_LABEL) == []

@@ -4,8 +4,9 @@ torch._scaled_mm on the CPU (torch >= 2.13) accepts operands CUDA refuses: dims 
 multiples of 16, e5m2 x e5m2, a row-major second operand. A CPU run would therefore pass where
 the same config fails on a GPU, so the trainer applies CUDA's rules itself, on every device.
 Sources: pytorch aten/src/ATen/native/cuda/Blas.cpp (scaled_mm checks) and RowwiseScaledMM.cu
-(row-wise kernels for sm_89, sm_90 and sm_100 only); pytorch issue #192707 (row-wise fails with
-CUBLAS_STATUS_NOT_SUPPORTED on sm_120).
+(dispatch_fp8_rowwise_kernel_on_sm: row-wise kernels for sm_89, sm_9x, and sm_10x/sm_11x, which
+share the Sm100 kernels); pytorch issue #192707 (row-wise fails with CUBLAS_STATUS_NOT_SUPPORTED
+on sm_120). builder/facts/gpus.py states the same rules for the builder (a test compares them).
 """
 
 from __future__ import annotations
@@ -71,8 +72,8 @@ def token_problems(tokens_per_micro_batch: int, recipe: str = "tensorwise") -> l
 
 
 def rowwise_supported(cc: tuple[int, int]) -> bool:
-    """Row-wise scaled GEMM kernels exist for sm_89, sm_90 and sm_100 (not sm_120/121)."""
-    return cc == (8, 9) or cc[0] in (9, 10)
+    """Row-wise scaled GEMM kernels exist for sm_89, sm_9x, sm_10x and sm_11x (not sm_120/121)."""
+    return cc == (8, 9) or cc[0] in (9, 10, 11)
 
 
 def device_problem(name: str, cc: tuple[int, int], recipe: str) -> str | None:
@@ -93,7 +94,8 @@ def device_problem(name: str, cc: tuple[int, int], recipe: str) -> str | None:
     if recipe.startswith("rowwise") and not rowwise_supported(cc):
         return (
             f"fp8_recipe {recipe} is not supported on {name} ({sm}, compute capability "
-            f"{cc[0]}.{cc[1]}): row-wise scaled GEMMs exist only for sm_89, sm_90 and sm_100 "
-            "(cuBLAS returns CUBLAS_STATUS_NOT_SUPPORTED on sm_120). Use fp8_recipe tensorwise."
+            f"{cc[0]}.{cc[1]}): row-wise scaled GEMMs exist only for sm_89, sm_9x, sm_10x and "
+            "sm_11x (cuBLAS returns CUBLAS_STATUS_NOT_SUPPORTED on sm_120). "
+            "Use fp8_recipe tensorwise."
         )
     return None

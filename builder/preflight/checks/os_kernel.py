@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from builder.check import EOL_WARN_DAYS
 from builder.facts import host as host_rules
+from builder.facts.oses import EOL_WARN_DAYS
 from builder.judgement.finding import Finding
 from builder.judgement.registry import check
 from builder.judgement.severity import BLOCK, OK, SKIP, WARN
@@ -31,7 +31,7 @@ def os_support(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) ->
             f"could not read /etc/os-release: {why}",
             "check the host is Linux and /etc/os-release is readable",
         )
-    known = host_rules.host_os(state.os.id, state.os.version_id)
+    known = host_rules.host_os_lifecycle(state.os.id, state.os.version_id)
     if known is None:
         names = ", ".join(o.name for o in host_rules.HOST_OSES)
         return Finding(

@@ -4,6 +4,13 @@ Three sources meet here: the matrix cell (ctx["expect"], source "matrix"; or onl
 when the cell is not in this matrix), the image's labels and configuration (ctx["image"]), and
 the running container (the `host`). A check that cannot apply (no GPU on this host, a CPU cell)
 is SKIPPED with the reason; it never passes in its place.
+
+Each test is registered once as a verify check (`@check(name, "verify")`, name = the test's name
+without `test_`): `trainimg verify --help`, docs/verify.md's table and this file are held to one
+another by tests/verify/test_report.py. One file on purpose, over 400 lines: pytest runs a
+file's tests in the order they are written, and that order is the report's (versions, GPU code,
+training, image configuration); several files would run alphabetically. The checks also share
+the three-way comparison (`_same`) and the label helpers.
 """
 
 from __future__ import annotations
@@ -19,10 +26,26 @@ import pytest
 
 from builder import arches as coverage
 from builder.errors import TrainimgError
+from builder.judgement.registry import check
+from builder.labels import (
+    ACCELERATOR_LABEL,
+    ARCH_LIST_LABEL,
+    CELL_HASH_LABEL,
+    CELL_LABEL,
+    CUDA_LABEL,
+    DRIVER_MIN_LABEL,
+    FLAVOUR_LABEL,
+    GCC_LABEL,
+    GPUS_LABEL,
+    OCI_REF_NAME_LABEL,
+    OS_LABEL,
+    PYTHON_LABEL,
+    TORCH_LABEL,
+    TRAINER_VERSION_LABEL,
+)
 from builder.requirements import parse as parse_requirement
 from builder.verify.scan import parse_output, reader_argv
 
-P = "io.trainimg"
 TRAIN_TIMEOUT = 900  # seconds per preset; coreutils `timeout` inside the container
 Detail = Callable[[str], None]
 
@@ -56,6 +79,7 @@ def _same(
         )
 
 
+@check("os_release", "verify", summary="/etc/os-release is the cell's OS")
 def test_os_release(facts: dict[str, Any], expect: dict[str, Any], detail: Detail) -> None:
     osr = facts.get("os_release") or {}
     want_id, want_version = expect.get("os_release") or ("", "")
@@ -67,39 +91,51 @@ def test_os_release(facts: dict[str, Any], expect: dict[str, Any], detail: Detai
     detail(osr.get("PRETTY_NAME", got))
 
 
+@check("python_version", "verify", summary="Python as label and matrix say")
 def test_python_version(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:
     minor = ".".join(facts["python"].split(".")[:2])
-    _same("Python", minor, f"{P}.python.version", ctx, ctx["expect"].get("python"))
+    _same("Python", minor, PYTHON_LABEL, ctx, ctx["expect"].get("python"))
     detail(f"Python {facts['python']} ({facts['executable']})")
 
 
+@check("torch_version", "verify", summary="torch.__version__ as label and matrix say")
 def test_torch_version(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:
     if "torch" not in facts:
         fail(f"torch does not import in the image: {facts.get('torch_error')}")
-    _same("torch", facts["torch"], f"{P}.torch.version", ctx, ctx["expect"].get("torch"))
+    _same("torch", facts["torch"], TORCH_LABEL, ctx, ctx["expect"].get("torch"))
     detail(f"torch {facts['torch']}")
 
 
+@check(
+    "cuda_version",
+    "verify",
+    summary="torch.version.cuda == 12.8 for cu128 (None for CPU cells)",
+)
 def test_cuda_version(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:
     expect = ctx["expect"]
     got = facts.get("torch_cuda")
     if not is_cuda(expect):
         if got is not None:
             fail(f"a CPU cell, but torch is a CUDA {got} build")
-        if f"{P}.cuda.version" in labels(ctx):
-            fail(f"a CPU cell, but label {P}.cuda.version says {labels(ctx)[f'{P}.cuda.version']}")
+        if CUDA_LABEL in labels(ctx):
+            fail(f"a CPU cell, but label {CUDA_LABEL} says {labels(ctx)[CUDA_LABEL]}")
         detail("CPU build: torch.version.cuda is None, as a CPU cell should be")
         return
     want = expect.get("torch_cuda")
     if got != want:
         fail(f"torch.version.cuda is {got}, but the cell's CUDA {expect.get('cuda')} needs {want}")
-    _same("CUDA", expect.get("cuda"), f"{P}.cuda.version", ctx, expect.get("cuda"))
+    _same("CUDA", expect.get("cuda"), CUDA_LABEL, ctx, expect.get("cuda"))
     env_cuda = ctx["image"]["env"].get("CUDA_VERSION")
     if env_cuda != expect.get("cuda"):
         fail(f"CUDA_VERSION is {env_cuda}, the cell says {expect.get('cuda')}")
     detail(f"torch.version.cuda == {got}; CUDA_VERSION={env_cuda}")
 
 
+@check(
+    "gcc_version",
+    "verify",
+    summary="the cell's gcc (devel; runtime images that carry one for torch.compile)",
+)
 def test_gcc_version(host: Any, ctx: dict[str, Any], detail: Detail) -> None:
     expect = ctx["expect"]
     result = host.run("gcc -dumpfullversion")
@@ -117,10 +153,11 @@ def test_gcc_version(host: Any, ctx: dict[str, Any], detail: Detail) -> None:
     if result.rc != 0:
         fail(f"gcc does not run in a devel image: {result.stderr.strip()[-300:]}")
     major = result.stdout.strip().split(".")[0]
-    _same("gcc major", major, f"{P}.gcc.version", ctx, expect.get("gcc"))
+    _same("gcc major", major, GCC_LABEL, ctx, expect.get("gcc"))
     detail(f"gcc {result.stdout.strip()}")
 
 
+@check("trainer_version", "verify", summary="the bundled trainer is this tree's")
 def test_trainer_version(
     trainer_info: dict[str, Any], facts: dict[str, Any], expect: dict[str, Any], detail: Detail
 ) -> None:
@@ -134,13 +171,14 @@ def test_trainer_version(
     if want is None:
         pytest.skip(
             f"trainer {got} found, but nothing says which version to expect (no label "
-            f"{P}.trainer.version and no trainer/ beside this trainimg)"
+            f"{TRAINER_VERSION_LABEL} and no trainer/ beside this trainimg)"
         )
     if got != want:
         fail(f"the bundled trainer is {got}, expected {want}: rebuild the image from this tree")
     detail(f"trainer {got}")
 
 
+@check("nvidia_smi", "verify", summary="nvidia-smi lists >= 1 GPU (skipped: no GPU here)")
 def test_nvidia_smi(host: Any, ctx: dict[str, Any], detail: Detail) -> None:
     gpu = ctx["gpu"]
     if not gpu["attached"]:
@@ -159,10 +197,10 @@ def test_nvidia_smi(host: Any, ctx: dict[str, Any], detail: Detail) -> None:
 
 def _promised(ctx: dict[str, Any]) -> list[str]:
     expect = ctx["expect"]
-    label = labels(ctx).get(f"{P}.cuda.arch-list", "").split()
+    label = labels(ctx).get(ARCH_LIST_LABEL, "").split()
     if expect.get("source") == "matrix" and label != list(expect.get("arch_list") or []):
         fail(
-            f"label {P}.cuda.arch-list says {' '.join(label) or '(nothing)'}, the matrix "
+            f"label {ARCH_LIST_LABEL} says {' '.join(label) or '(nothing)'}, the matrix "
             f"promises {' '.join(expect.get('arch_list') or [])}"
         )
     promised = list(expect.get("arch_list") or label)
@@ -171,6 +209,11 @@ def _promised(ctx: dict[str, Any]) -> list[str]:
     return promised
 
 
+@check(
+    "sm_kernels_arch_flags",
+    "verify",
+    summary="torch._C._cuda_getArchFlags() has every promised arch",
+)
 def test_sm_kernels_arch_flags(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:
     if not is_cuda(ctx["expect"]):
         if facts.get("has_arch_flags"):
@@ -190,6 +233,11 @@ def test_sm_kernels_arch_flags(facts: dict[str, Any], ctx: dict[str, Any], detai
     detail(f"arch flags: {' '.join(flags)}")
 
 
+@check(
+    "sm_kernels_fatbin_scan",
+    "verify",
+    summary="every CUDA library has code for every target GPU, by its rule",
+)
 def test_sm_kernels_fatbin_scan(
     host: Any, python: str, ctx: dict[str, Any], facts: dict[str, Any], detail: Detail
 ) -> None:
@@ -224,13 +272,13 @@ def test_sm_kernels_fatbin_scan(
             f"libtorch_cuda.so: {' '.join(missing)} SASS missing from some of its "
             f"{core['containers']} kernel modules (every module has: {' '.join(every)})"
         )
-    targets = labels(ctx).get(f"{P}.gpus", "").split()
+    targets = labels(ctx).get(GPUS_LABEL, "").split()
     short = []
     for key in targets:
         try:
             gpu_name, cc = coverage.parse_gpu(key)
         except TrainimgError as exc:
-            fail(f"label {P}.gpus names {key!r}: {exc}")
+            fail(f"label {GPUS_LABEL} names {key!r}: {exc}")
         cov = coverage.library_coverage(core, cc)
         if cov.verdict != "yes":
             short.append(f"{gpu_name}: {cov.explain()}")
@@ -341,18 +389,25 @@ def _train(
     detail(f"{preset}: {len(losses)} steps{how} {where}; loss {losses[0]:.4f} -> {losses[-1]:.4f}")
 
 
+@check("train_bf16", "verify", summary="a few BF16 trainer steps: finite, falling loss")
 def test_train_bf16(
     host: Any, python: str, ctx: dict[str, Any], trainer_info: dict[str, Any], detail: Detail
 ) -> None:
     _train(host, python, ctx, trainer_info, "bf16", detail)
 
 
+@check("train_fp8_fwd", "verify", summary="a few FP8-fwd trainer steps: finite, falling loss")
 def test_train_fp8_fwd(
     host: Any, python: str, ctx: dict[str, Any], trainer_info: dict[str, Any], detail: Detail
 ) -> None:
     _train(host, python, ctx, trainer_info, "fp8-fwd", detail)
 
 
+@check(
+    "train_compile",
+    "verify",
+    summary="BF16 steps under torch.compile: compiler and Python headers present",
+)
 def test_train_compile(
     host: Any, python: str, ctx: dict[str, Any], trainer_info: dict[str, Any], detail: Detail
 ) -> None:
@@ -383,6 +438,11 @@ print(mod.__file__)
 """
 
 
+@check(
+    "cpp_extension",
+    "verify",
+    summary="devel: a torch.utils.cpp_extension module builds and runs",
+)
 def test_cpp_extension(host: Any, python: str, ctx: dict[str, Any], detail: Detail) -> None:
     """A devel image builds extensions: torch.utils.cpp_extension compiles (g++, ninja, the
     Python and torch headers), links, imports and runs a tiny C++ operator inside it."""
@@ -398,6 +458,7 @@ def test_cpp_extension(host: Any, python: str, ctx: dict[str, Any], detail: Deta
     detail(f"built, imported and ran {result.stdout.strip().splitlines()[-1]}")
 
 
+@check("nvidia_environment", "verify", summary="NVIDIA_REQUIRE_CUDA and NVIDIA_DRIVER_CAPABILITIES")
 def test_nvidia_environment(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:
     config_env = ctx["image"]["env"]
     inside = facts.get("env") or {}
@@ -446,32 +507,33 @@ def test_nvidia_environment(facts: dict[str, Any], ctx: dict[str, Any], detail: 
     )
 
 
+@check("labels", "verify", summary="labels present and as the matrix says; content hash")
 def test_labels(ctx: dict[str, Any], detail: Detail) -> None:
     have = labels(ctx)
     expect = ctx["expect"]
     required = [
-        f"{P}.cell",
-        f"{P}.os",
-        f"{P}.accelerator",
-        f"{P}.flavour",
-        f"{P}.python.version",
-        f"{P}.torch.version",
-        f"{P}.cell.hash",
-        "org.opencontainers.image.ref.name",
+        CELL_LABEL,
+        OS_LABEL,
+        ACCELERATOR_LABEL,
+        FLAVOUR_LABEL,
+        PYTHON_LABEL,
+        TORCH_LABEL,
+        CELL_HASH_LABEL,
+        OCI_REF_NAME_LABEL,
     ]
     if is_cuda(expect):
-        required += [f"{P}.cuda.version", f"{P}.cuda.arch-list", f"{P}.driver.min"]
+        required += [CUDA_LABEL, ARCH_LIST_LABEL, DRIVER_MIN_LABEL]
     missing = [k for k in required if k not in have]
     if missing:
         fail(f"labels missing: {', '.join(missing)}")
-    if have[f"{P}.cell"] != have["org.opencontainers.image.ref.name"]:
+    if have[CELL_LABEL] != have[OCI_REF_NAME_LABEL]:
         fail(
-            f"label {P}.cell ({have[f'{P}.cell']}) and org.opencontainers.image.ref.name "
-            f"({have['org.opencontainers.image.ref.name']}) disagree"
+            f"label {CELL_LABEL} ({have[CELL_LABEL]}) and {OCI_REF_NAME_LABEL} "
+            f"({have[OCI_REF_NAME_LABEL]}) disagree"
         )
     if expect.get("source") != "matrix":
         detail(
-            f"{len(have)} labels present and consistent; cell {have[f'{P}.cell']} is not in "
+            f"{len(have)} labels present and consistent; cell {have[CELL_LABEL]} is not in "
             "this matrix, so they were not compared with it"
         )
         return
@@ -482,9 +544,9 @@ def test_labels(ctx: dict[str, Any], detail: Detail) -> None:
     ]
     if wrong:
         fail(f"{len(wrong)} labels differ from the matrix: " + "; ".join(wrong[:4]))
-    if have[f"{P}.cell.hash"] != expect["content_hash"]:
+    if have[CELL_HASH_LABEL] != expect["content_hash"]:
         fail(
-            f"label {P}.cell.hash is {have[f'{P}.cell.hash']}, the matrix cell hashes to "
+            f"label {CELL_HASH_LABEL} is {have[CELL_HASH_LABEL]}, the matrix cell hashes to "
             f"{expect['content_hash']}: the image is stale, rebuild it"
         )
     detail(
@@ -492,6 +554,7 @@ def test_labels(ctx: dict[str, Any], detail: Detail) -> None:
     )
 
 
+@check("default_user_not_root", "verify", summary="USER is not root, and inside it is not uid 0")
 def test_default_user_not_root(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:
     user = str(ctx["image"].get("user") or "")
     name = user.split(":", 1)[0]

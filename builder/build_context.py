@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import re
 import tarfile
 import tempfile
 from collections.abc import Mapping
@@ -34,8 +33,6 @@ REQUIREMENTS = "requirements.txt"
 HASH_LEN = 16
 IGNORED_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
 IGNORED_SUFFIXES = (".pyc", ".pyo")
-_VERSION = re.compile(r"""^__version__\s*(?::\s*str\s*)?=\s*["']([^"'\n]+)["']""", re.M)
-SAFE_VERSION = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}$")
 
 
 class ContextError(TrainimgError):
@@ -43,7 +40,7 @@ class ContextError(TrainimgError):
 
 
 @dataclass(frozen=True)
-class Entry:
+class ContextEntry:
     arcname: str
     mode: int
     sha256: str = ""  # "" for a directory
@@ -55,39 +52,21 @@ class Entry:
         return self.source is None and self.data is None
 
 
-def trainer_version(trainer_dir: Path) -> str:
-    """`__version__` from trainer/__init__.py, read as text: the builder never imports it."""
-    init = trainer_dir / "__init__.py"
-    try:
-        text = init.read_text(encoding="utf-8")
-    except OSError:
-        raise ContextError(
-            f"{init} is missing: the trainer package must be at {trainer_dir}"
-        ) from None
-    m = _VERSION.search(text)
-    if not m:
-        raise ContextError(f'{init} sets no `__version__ = "X.Y.Z"`: the image label needs it')
-    version = m.group(1)
-    if not SAFE_VERSION.match(version):
-        raise ContextError(f"{init}: __version__ {version!r} is not a plain version string")
-    return version
-
-
-def _file_entry(arcname: str, path: Path) -> Entry:
+def _file_entry(arcname: str, path: Path) -> ContextEntry:
     h = hashlib.sha256()
     with path.open("rb") as fh:
         while chunk := fh.read(1 << 20):
             h.update(chunk)
     mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
-    return Entry(arcname, mode, h.hexdigest(), source=path)
+    return ContextEntry(arcname, mode, h.hexdigest(), source=path)
 
 
-def trainer_entries(trainer_dir: Path) -> list[Entry]:
+def trainer_entries(trainer_dir: Path) -> list[ContextEntry]:
     if not (trainer_dir / "__main__.py").is_file():
         raise ContextError(
             f"{trainer_dir}/__main__.py is missing: the image's entrypoint is `python -m trainer`"
         )
-    out = [Entry("trainer", 0o755)]
+    out = [ContextEntry("trainer", 0o755)]
     for path in sorted(trainer_dir.rglob("*")):
         rel = path.relative_to(trainer_dir)
         if any(part in IGNORED_DIRS for part in rel.parts) or path.name.endswith(IGNORED_SUFFIXES):
@@ -96,26 +75,26 @@ def trainer_entries(trainer_dir: Path) -> list[Entry]:
         if path.is_symlink():
             raise ContextError(f"{path} is a symbolic link: the trainer must be plain files")
         if path.is_dir():
-            out.append(Entry(arcname, 0o755))
+            out.append(ContextEntry(arcname, 0o755))
         elif path.is_file():
             out.append(_file_entry(arcname, path))
     return out
 
 
-def wheel_entries(selection: Selection | None) -> list[Entry]:
+def wheel_entries(selection: Selection | None) -> list[ContextEntry]:
     """wheelhouse/<group>/ per install group: its wheels and the requirements.txt derived from
     the lock. The Containerfile COPYs each group before installing it, so any changed hash
     changes that COPY and every layer after it."""
-    out = [Entry("wheelhouse", 0o755)]
+    out = [ContextEntry("wheelhouse", 0o755)]
     if selection is None:
         return out
     for group in selection.groups:
-        out.append(Entry(f"wheelhouse/{group}", 0o755))
+        out.append(ContextEntry(f"wheelhouse/{group}", 0o755))
         data = selection.requirements_txt(group).encode("utf-8")
         sha = hashlib.sha256(data).hexdigest()
-        out.append(Entry(f"wheelhouse/{group}/{REQUIREMENTS}", 0o644, sha, data=data))
+        out.append(ContextEntry(f"wheelhouse/{group}/{REQUIREMENTS}", 0o644, sha, data=data))
         out += [
-            Entry(f"wheelhouse/{group}/{w.path.name}", 0o644, w.sha256, source=w.path)
+            ContextEntry(f"wheelhouse/{group}/{w.path.name}", 0o644, w.sha256, source=w.path)
             for w in selection.in_group(group)
         ]
     return out
@@ -123,7 +102,7 @@ def wheel_entries(selection: Selection | None) -> list[Entry]:
 
 @dataclass(frozen=True)
 class BuildContext:
-    entries: tuple[Entry, ...]
+    entries: tuple[ContextEntry, ...]
     buildargs: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     base: str = ""  # the base image's id (or its reference when it is not in the store yet)
@@ -191,7 +170,7 @@ class BuildContext:
 class _Hashing:
     """A file wrapper that hashes what tarfile reads from it."""
 
-    def __init__(self, fh: IO[bytes], entry: Entry) -> None:
+    def __init__(self, fh: IO[bytes], entry: ContextEntry) -> None:
         self._fh = fh
         self._entry = entry
         self._h = hashlib.sha256()
@@ -217,7 +196,7 @@ def assemble(
     base: str,
 ) -> BuildContext:
     data = containerfile.encode("utf-8")
-    entries = [Entry(CONTAINERFILE, 0o644, hashlib.sha256(data).hexdigest(), data=data)]
+    entries = [ContextEntry(CONTAINERFILE, 0o644, hashlib.sha256(data).hexdigest(), data=data)]
     entries += trainer_entries(trainer_dir)
     entries += wheel_entries(selection)
     return BuildContext(tuple(entries), dict(buildargs), dict(labels), base)
