@@ -25,6 +25,7 @@ from builder.preflight.impact import IMPACT_ID
 from builder.preflight.model import UpgradePlan
 
 # The report order: host.reach (made by the fleet runner), then HostState's checks by domain.
+# Imported in this order by name (import statements would be sorted, and the order lost).
 _DOMAINS = (
     "reach",
     "os_kernel",
