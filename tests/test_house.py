@@ -34,21 +34,9 @@ PENDING_DUPLICATES = {
     "Gpu",  # facts/gpus.py, requirements.py
     "HostFacts",  # requirements.py, launch/request.py
     "KINDS",  # engines/discover.py, fatbin.py
-    "Plan",  # preflight/model.py, build.py
-    "Severity",  # check.py, judgement/severity.py, preflight/model.py
-    "Term",  # requirements.py, preflight/compat.py
-    "Verdict",  # requirements.py, preflight/impact.py
-    "cdi_spec",  # preflight/parsers.py, preflight/checks.py
-    "check",  # judgement/registry.py, preflight/allowlist.py
-    "facts",  # preflight/fleet.py, verify/suite/conftest.py
-    "render",  # preflight/report.py, preflight/allowlist.py, preflight/compat.py, launch/slurm.py
-    "worst",  # judgement/severity.py, preflight/model.py
 }
 # Being split under issue 15 (by other helpers); the integrator empties this after merging.
 PENDING_LONG = {
-    "builder/preflight/checks.py",
-    "builder/preflight/parsers.py",
-    "builder/preflight/gather.py",
     "builder/fatbin.py",
     "builder/build.py",
     "builder/requirements.py",

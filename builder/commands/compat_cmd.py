@@ -100,5 +100,5 @@ def run(args: argparse.Namespace) -> int:
         json.dump(result.as_json(), sys.stdout, indent=2)
         print()
     else:
-        print(compat.render(result))
+        print(compat.render_answer(result))
     return result.exit_code

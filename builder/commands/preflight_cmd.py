@@ -19,12 +19,13 @@ from builder.commands.common import shared_options
 from builder.errors import TrainimgError
 from builder.facts.driver_version import DriverVersion
 from builder.preflight import images as img
+from builder.preflight.checks import CHECK_IDS
 from builder.preflight.fleet import Context, record_name, run_fleet
 from builder.preflight.hostio import connect
 from builder.preflight.inventory import Target, targets
-from builder.preflight.model import Plan
+from builder.preflight.model import UpgradePlan
 from builder.preflight.record import Record, find_records
-from builder.preflight.report import as_json, exit_code, render
+from builder.preflight.report import as_json, exit_code, render_fleet
 from builder.workspace import DEFAULT_MATRIX, open_workspace
 
 LOCK = Path("images") / "lock.json"
@@ -74,6 +75,7 @@ def register(sub: Any) -> None:
             "driver. --record DIR keeps what the hosts returned; --from DIR judges such records "
             "offline. Exit 0: all ok; 1: something blocks; 3: warnings only; 2: bad input."
         ),
+        epilog="checks, in report order: " + ", ".join(CHECK_IDS) + " (docs/preflight.md)",
     )
     p.add_argument(
         "--hosts",
@@ -200,7 +202,7 @@ def _images(args: argparse.Namespace) -> tuple[list[img.ImageRecord], list[str]]
 def run(args: argparse.Namespace) -> int:
     hosts = _targets(args)
     records, notes = ([], []) if args.no_images else _images(args)
-    plan = Plan(args.target_driver, args.target_module, args.strict)
+    plan = UpgradePlan(args.target_driver, args.target_module, args.strict)
     ctx = Context(
         plan,
         args.today or dt.date.today(),
@@ -216,5 +218,5 @@ def run(args: argparse.Namespace) -> int:
         json.dump(as_json(reports, target), sys.stdout, indent=2)
         print()
     else:
-        print(render(reports, target, wide=args.wide))
+        print(render_fleet(reports, target, wide=args.wide))
     return exit_code(reports)

@@ -15,7 +15,7 @@ from builder.facts.host import CDI_SPEC_DIRS
 from builder.launch.gpucheck import DRIVER_FILE
 from builder.launch.request import Directory, HostFacts
 from builder.preflight import parsers
-from builder.preflight.gather import catalogue_gpu
+from builder.preflight.host_gpus import catalogue_gpu
 from builder.requirements import Gpu
 
 SELINUX_ENFORCE = "/sys/fs/selinux/enforce"

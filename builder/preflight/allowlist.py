@@ -187,7 +187,7 @@ def permitted(argv: Sequence[str]) -> bool:
     return any(shape.matches(argv) for shape in ALLOWED)
 
 
-def check(argv: Sequence[str]) -> tuple[str, ...]:
+def allowed_argv(argv: Sequence[str]) -> tuple[str, ...]:
     """The argv itself when the allow-list permits it; NotAllowed otherwise."""
     args = tuple(argv)
     if not permitted(args):
@@ -197,14 +197,14 @@ def check(argv: Sequence[str]) -> tuple[str, ...]:
     return args
 
 
-def render(argv: Sequence[str], timeout: int = TIMEOUT_S) -> str:
+def probe_line(argv: Sequence[str], timeout: int = TIMEOUT_S) -> str:
     """The shell line for an allowed argv: every argument quoted, under a C locale and a timeout."""
-    args = check(argv)
+    args = allowed_argv(argv)
     return shlex.join((*_PREFIX, str(timeout), *args)).replace("'LC_ALL=C'", "LC_ALL=C")
 
 
-def unrender(line: str) -> tuple[str, ...]:
-    """The argv inside a line `render` made (for the tests that audit what reached a host)."""
+def probe_argv(line: str) -> tuple[str, ...]:
+    """The argv inside a line `probe_line` made (for the tests that audit what reached a host)."""
     words = shlex.split(line)
     if tuple(words[: len(_PREFIX)]) != _PREFIX or len(words) < len(_PREFIX) + 2:
         raise NotAllowed(f"not a preflight command line: {line!r}")

@@ -15,9 +15,11 @@ from builder.facts import drivers as driver_rules
 from builder.facts import gpus as gpu_rules
 from builder.facts import host as host_rules
 from builder.facts.driver_version import DriverVersion
-from builder.preflight.gather import HostGpu, catalogue_gpu
+from builder.judgement.severity import SKIP
+from builder.preflight.host_gpus import HostGpu, catalogue_gpu
 from builder.preflight.images import ImageRecord
-from builder.preflight.impact import SEVERITY, Verdict, judge
+from builder.preflight.impact import STATUS_SEVERITY, ImageVerdict, judge_image
+from builder.preflight.report import exit_code_of
 from builder.requirements import Gpu, HostFacts, evaluate, libnvc_message, parse
 
 
@@ -62,7 +64,9 @@ def _cc(text: str) -> tuple[int, int]:
 
 
 @dataclass(frozen=True)
-class Term:
+class RequirementDecision:
+    """One NVIDIA_REQUIRE_* value: whether it holds and the term (or error) that decided it."""
+
     requirement: str
     decided_by: str  # the term that held, or what failed
     holds: bool
@@ -73,13 +77,12 @@ class Answer:
     image: ImageRecord
     driver: DriverVersion
     gpu: HostGpu | None
-    verdict: Verdict
-    terms: tuple[Term, ...]
+    verdict: ImageVerdict
+    terms: tuple[RequirementDecision, ...]
 
     @property
     def exit_code(self) -> int:
-        sev = SEVERITY.get(self.verdict.status)
-        return {"block": 1, "warn": 3}.get(str(sev), 0)
+        return exit_code_of(STATUS_SEVERITY.get(self.verdict.status, SKIP))
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -103,7 +106,7 @@ class Answer:
 def answer(image: ImageRecord, driver: DriverVersion, gpu: HostGpu | None) -> Answer:
     gpus = [gpu] if gpu is not None else []
     flavour = "open" if gpu is not None and gpu.needs_open_modules else None
-    verdict = judge(image, driver, flavour, gpus)
+    verdict = judge_image(image, driver, flavour, gpus)
     facts = HostFacts.for_driver(
         driver, tuple(Gpu(g.cc_text if g.cc else "0.0", g.libnvc_brand) for g in gpus)
     )
@@ -112,13 +115,15 @@ def answer(image: ImageRecord, driver: DriverVersion, gpu: HostGpu | None) -> An
         v = evaluate(parse(text), facts)
         if v.satisfied:
             term = next((t for t in v.matched if t is not None), None)
-            terms.append(Term(text, str(term) if term is not None else "(no condition)", True))
+            terms.append(
+                RequirementDecision(text, str(term) if term is not None else "(no condition)", True)
+            )
         else:
-            terms.append(Term(text, libnvc_message(text, v), False))
+            terms.append(RequirementDecision(text, libnvc_message(text, v), False))
     return Answer(image, driver, gpu, verdict, tuple(terms))
 
 
-def render(a: Answer) -> str:
+def render_answer(a: Answer) -> str:
     cuda = driver_rules.driver_cuda_version(a.driver)
     gpu = (
         f"{a.gpu.name} (CC {a.gpu.cc_text}, brand {a.gpu.libnvc_brand!r})"

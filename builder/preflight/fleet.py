@@ -23,11 +23,14 @@ from builder.facts.driver_version import DriverVersion
 from builder.preflight import allowlist
 from builder.preflight import images as img
 from builder.preflight.checks import run_checks
-from builder.preflight.gather import HostState, gather
+from builder.preflight.checks.common import is_driver_version
+from builder.preflight.checks.reach import reach
+from builder.preflight.gather import gather
+from builder.preflight.host_state import HostState
 from builder.preflight.hostio import HostUnreachable, ReadOnlyHost, connect, connect_validated
 from builder.preflight.impact import impact, impact_check
 from builder.preflight.inventory import Target
-from builder.preflight.model import BLOCK, OK, Check, Plan
+from builder.preflight.model import UpgradePlan
 from builder.preflight.record import Record, ReplayHost, write_record
 from builder.preflight.report import HostReport
 
@@ -38,7 +41,7 @@ Connect = Callable[[str], ReadOnlyHost]
 class Context:
     """What every host is judged against: the plan, the day, and the images not on the host."""
 
-    plan: Plan
+    plan: UpgradePlan
     today: dt.date
     images: list[img.ImageRecord] = field(default_factory=list)
     image_notes: list[str] = field(default_factory=list)
@@ -47,7 +50,8 @@ class Context:
     record_dir: Path | None = None  # --record DIR: write what each host returned
 
 
-def facts(state: HostState) -> dict[str, Any]:
+def host_facts(state: HostState) -> dict[str, Any]:
+    """What the report's header and JSON `facts` say about the host (the state, summarised)."""
     gpus = ", ".join(
         dict.fromkeys(
             f"{sum(1 for h in state.gpus if h.name == g.name)}x {g.name}" for g in state.gpus
@@ -96,7 +100,9 @@ def judge_state(state: HostState, ctx: Context) -> HostReport:
             notes.append(f"local images not listed: {listed.why()}")
         elif skipped:
             notes.append(f"{skipped} local image(s) without a GPU requirement")
-    current = DriverVersion(state.driver) if state.driver and _driver(state.driver) else None
+    current = (
+        DriverVersion(state.driver) if state.driver and is_driver_version(state.driver) else None
+    )
     rows = impact(
         records,
         [g for g in state.gpus if "vfio" not in g.pci_note],  # a passed-through GPU runs no image
@@ -107,7 +113,7 @@ def judge_state(state: HostState, ctx: Context) -> HostReport:
         _reported_cuda(state),
     )
     checks.append(impact_check(rows, ctx.plan.target, notes))
-    return HostReport(state.name, checks, rows, facts(state))
+    return HostReport(state.name, checks, rows, host_facts(state))
 
 
 def _reported_cuda(state: HostState) -> Version | None:
@@ -120,17 +126,9 @@ def _reported_cuda(state: HostState) -> Version | None:
 
 
 def _table_cuda(state: HostState) -> Version | None:
-    if not state.driver or not _driver(state.driver):
+    if not state.driver or not is_driver_version(state.driver):
         return None
     return driver_rules.driver_cuda_version(DriverVersion(state.driver))
-
-
-def _driver(text: str) -> bool:
-    try:
-        DriverVersion(text)
-    except ValueError:
-        return False
-    return True
 
 
 def record_name(host: str) -> str:
@@ -139,19 +137,7 @@ def record_name(host: str) -> str:
 
 
 def unreachable(name: str, why: str) -> HostReport:
-    return HostReport(
-        name,
-        [
-            Check(
-                "host.reach",
-                BLOCK,
-                why,
-                "check the host spec, the network "
-                "and the credentials; the other hosts were still checked",
-            )
-        ],
-        reachable=False,
-    )
+    return HostReport(name, [reach(None, why)], reachable=False)
 
 
 def preflight_host(target: Target, ctx: Context, connect_fn: Connect = connect) -> HostReport:
@@ -184,7 +170,7 @@ def preflight_host(target: Target, ctx: Context, connect_fn: Connect = connect) 
             target.name,
             f"preflight failed on this host: {type(exc).__name__}: {exc} (please report it)",
         )
-    report.checks.insert(0, Check("host.reach", OK, f"reached through {target.spec}"))
+    report.checks.insert(0, reach(target.spec))
     return report
 
 

@@ -9,183 +9,13 @@ exactly what was missing.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from builder.facts import gpus as gpu_rules
 from builder.facts import host as host_rules
 from builder.preflight import allowlist, parsers
+from builder.preflight.host_gpus import merged_gpus
+from builder.preflight.host_state import HostState
 from builder.preflight.hostio import HostUnreachable, Output, ReadOnlyHost
-
-
-@dataclass(frozen=True)
-class HostGpu:
-    index: int
-    uuid: str
-    name: str
-    cc: tuple[int, int] | None
-    bus_id: str
-    persistence: str
-    product_brand: str  # nvidia-smi -q "Product Brand" ("" when unknown)
-    libnvc_brand: str  # what libnvidia-container matches `brand=` against
-    fabric_state: str
-    catalogue: gpu_rules.Gpu | None  # builder.facts.gpus entry, matched by name and CC
-    source: str = "nvml"  # nvml | lspci (NVML saw no device: identified from PCI alone)
-    pci_note: str = ""  # for source lspci: why NVML does not list it
-
-    @property
-    def sm(self) -> str:
-        return f"sm_{self.cc[0]}{self.cc[1]}" if self.cc else "sm_?"
-
-    @property
-    def cc_text(self) -> str:
-        return f"{self.cc[0]}.{self.cc[1]}" if self.cc else "?"
-
-    @property
-    def min_branch(self) -> int | None:
-        if self.catalogue is not None:
-            return self.catalogue.min_branch
-        same = gpu_rules.by_cc(self.cc) if self.cc else []
-        return min((g.min_branch for g in same), default=None)
-
-    @property
-    def needs_open_modules(self) -> bool:
-        if self.catalogue is not None:
-            return self.catalogue.needs_open_modules
-        return any(g.needs_open_modules for g in (gpu_rules.by_cc(self.cc) if self.cc else []))
-
-    @property
-    def datacenter(self) -> bool | None:
-        """Eligible for forward compatibility; None when neither the catalogue nor the brand
-        says (a GeForce/TITAN brand is never eligible). Select NGC Server Ready RTX SKUs are
-        eligible too (builder.facts.host FORWARD_COMPAT_RTX_SERVER_SKUS)."""
-        if host_rules.forward_compat_rtx_server(self.name):
-            return True
-        if self.catalogue is not None:
-            return self.catalogue.datacenter
-        if self.libnvc_brand in ("geforce", "titan"):
-            return False
-        return None
-
-
-def catalogue_gpu(name: str, cc: tuple[int, int] | None) -> gpu_rules.Gpu | None:
-    """The catalogue entry whose name is a whole-word part of nvidia-smi's name (longest wins),
-    with the same compute capability when nvidia-smi reports one."""
-    norm = name.lower().replace("nvidia ", "")
-    best: tuple[int, gpu_rules.Gpu] | None = None
-    for g in gpu_rules.GPUS.values():
-        key = g.name.lower().replace("nvidia ", "")
-        named = re.search(rf"(?<![\w-]){re.escape(key)}(?![\w-])", norm) is not None
-        if named and (cc is None or g.cc == cc) and (best is None or len(key) > best[0]):
-            best = (len(key), g)
-    return best[1] if best else None
-
-
-@dataclass
-class HostState:
-    name: str
-    outputs: dict[str, Output] = field(default_factory=dict)
-    kernel: str | None = None
-    default_kernel: str | None = None
-    os: parsers.OsRelease | None = None
-    rpm: parsers.RpmQuery | None = None  # None: rpm is not there (not an RPM host)
-    kmods: list[tuple[str, str, str]] = field(default_factory=list)
-    modules: dict[str, tuple[int, tuple[str, ...]]] | None = None  # /proc/modules
-    module: parsers.KernelModule | None = None  # the loaded kernel module
-    sys_module_version: str | None = None
-    installed_flavour: str | None = None  # modinfo license of the module on disk
-    installed_module_version: str | None = None  # modinfo version of the module on disk
-    pci: parsers.PciDevices | None = None  # None: lspci is not there
-    smi_gpus: list[parsers.SmiGpu] = field(default_factory=list)
-    smi_q: parsers.SmiQuery | None = None
-    gpus: list[HostGpu] = field(default_factory=list)
-    apps: list[parsers.GpuProcess] | None = None
-    dkms: parsers.DkmsStatus | None = None
-    secure_boot: str | None = None
-    mok_key_exists: bool | None = None
-    mok_test: str | None = None
-    mok_enrolled: list[str] = field(default_factory=list)
-    lsmod: set[str] | None = None
-    blacklist: parsers.Blacklist = field(
-        default_factory=lambda: parsers.Blacklist(False, False, ())
-    )
-    units: dict[str, tuple[str, str]] = field(default_factory=dict)  # (active, unit file state)
-    fm_version: str | None = None
-    ctk_version: str | None = None
-    cdi_specs: list[parsers.CdiSpec] = field(default_factory=list)
-    cdi_errors: list[str] = field(default_factory=list)
-    cdi_missing: dict[str, list[str]] = field(default_factory=dict)  # spec path -> paths
-    podman_version: str | None = None
-    selinux: str | None = None
-    disk: list[parsers.DiskFree] = field(default_factory=list)
-    images: list[parsers.LocalImage] = field(default_factory=list)
-    listing: dict[str, list[str]] = field(default_factory=dict)  # modprobe.d and CDI dirs
-    xids: list[parsers.Xid] | None = None  # None: the kernel log could not be read
-    runfile: list[str] = field(default_factory=list)  # a runfile install's traces that exist
-    dnf_pins: list[str] | None = None  # None: not an EL host
-    errors: dict[str, str] = field(default_factory=dict)  # gather step -> its exception
-
-    def out(self, probe: str) -> Output | None:
-        return self.outputs.get(probe)
-
-    @property
-    def driver(self) -> str | None:
-        """The running driver: the loaded module's version, else what NVML reports."""
-        if self.module is not None:
-            return self.module.version
-        return self.smi_gpus[0].driver if self.smi_gpus else None
-
-    @property
-    def nvidia_loaded(self) -> bool:
-        """Is the nvidia module loaded? /proc/modules says; when it cannot be read, the
-        module's own /proc/driver/nvidia/version (present only while it is loaded) does."""
-        if self.modules is not None:
-            return "nvidia" in self.modules
-        out = self.out("nvrm")
-        return out is not None and out.ok
-
-    @property
-    def loaded_driver(self) -> str | None:
-        if self.module is not None:
-            return self.module.version
-        return self.sys_module_version
-
-    @property
-    def userspace_driver(self) -> str | None:
-        """The installed userspace driver: the nvidia-driver package (EL), else None."""
-        pkgs = self.rpm.installed.get("nvidia-driver", ()) if self.rpm else ()
-        return pkgs[-1].split("-")[0] if pkgs else None
-
-    @property
-    def installed_driver(self) -> str | None:
-        """What the next boot loads: the module on disk for the running kernel, else the
-        userspace package's version."""
-        return self.installed_module_version or self.userspace_driver
-
-    @property
-    def reboot_pending(self) -> bool:
-        """Upgraded (or downgraded) on disk but not reloaded: the loaded module is not the
-        installed driver."""
-        loaded, installed = self.loaded_driver, self.installed_driver
-        return bool(loaded and installed and loaded != installed)
-
-    @property
-    def next_driver(self) -> str | None:
-        """The driver after the next boot: the installed one when a reboot is pending."""
-        return self.installed_driver if self.reboot_pending else self.driver
-
-    @property
-    def family(self) -> str | None:
-        """el | debian | suse from /etc/os-release (None: unreadable or unknown)."""
-        if self.os is None:
-            return None
-        return host_rules.os_family(self.os.id, self.os.id_like)
-
-    @property
-    def flavour(self) -> str | None:
-        """open | proprietary: the loaded module's, else the one installed on disk."""
-        return self.module.flavour if self.module is not None else self.installed_flavour
 
 
 def _listing(host: ReadOnlyHost, state: HostState) -> dict[str, list[str]]:
@@ -287,7 +117,7 @@ def _driver(host: ReadOnlyHost, state: HostState) -> None:
 
 
 def _gpus(host: ReadOnlyHost, state: HostState) -> None:
-    state.gpus = _host_gpus(state)
+    state.gpus = merged_gpus(state)
 
 
 def _dkms_secure_boot(host: ReadOnlyHost, state: HostState) -> None:
@@ -403,86 +233,6 @@ def _disk(host: ReadOnlyHost, state: HostState) -> list[parsers.DiskFree]:
             if one.ok:
                 pairs.append((p, one.stdout))
     return [d for p, text in pairs if (d := parsers.df_p(p, text)) is not None]
-
-
-def _host_gpus(state: HostState) -> list[HostGpu]:
-    by_bus = {g.bus_id.lower(): g for g in (state.smi_q.gpus if state.smi_q else ())}
-    out = []
-    for g in state.smi_gpus:
-        q = by_bus.get(g.bus_id.lower())
-        brand = q.brand if q else ""
-        cat = catalogue_gpu(g.name, g.compute_cap)
-        libnvc = (
-            host_rules.libnvc_brand(brand)
-            if brand
-            else (host_rules.libnvc_brand(cat.brand) if cat else host_rules.LIBNVC_BRAND_OTHER)
-        )
-        out.append(
-            HostGpu(
-                g.index,
-                g.uuid,
-                g.name,
-                g.compute_cap,
-                g.bus_id,
-                g.persistence,
-                brand,
-                libnvc,
-                q.fabric_state if q else "",
-                cat,
-            )
-        )
-    if state.pci is None:
-        return out
-    # Inventory is lspci + NVML (union): a board on PCI that NVML does not list is named from PCI so
-    # the rules still say what it needs (e.g. B200: open modules), with why NVML lacks it.
-    nvml_buses = {bus_key(g.bus_id) for g in out}
-    for line in state.pci.gpus:
-        bus = line.split(" ", 1)[0]
-        if bus_key(bus) in nvml_buses:
-            continue
-        m = re.search(r"\[([^\]]+)\] \[10de:", line)
-        name = f"NVIDIA {m[1]}" if m else line.split(" ", 1)[-1]
-        cat = catalogue_gpu(name, None)
-        brand = host_rules.libnvc_brand(cat.brand) if cat else host_rules.LIBNVC_BRAND_OTHER
-        out.append(
-            HostGpu(
-                len(out),
-                "",
-                name,
-                cat.cc if cat else None,
-                bus,
-                "",
-                "",
-                brand,
-                "",
-                cat,
-                "lspci",
-                _pci_only_reason(state, line, bus),
-            )
-        )
-    return out
-
-
-def bus_key(bus: str) -> str:
-    """A PCI address without its domain, lower-cased: NVML's 00000000:18:00.0 and lspci's
-    18:00.0 name the same device."""
-    return bus.lower().rsplit(":", 2)[-2] + ":" + bus.lower().rsplit(":", 1)[-1]
-
-
-def _pci_only_reason(state: HostState, line: str, bus: str) -> str:
-    """Why NVML does not list a GPU that lspci shows."""
-    if "(rev ff)" in line:
-        return "its config space reads rev ff: the GPU has fallen off the bus (Xid 79)"
-    bound = state.pci.driver_of(bus) if state.pci else None
-    if bound == "vfio-pci":
-        return "bound to vfio-pci (passed through to a VM): the nvidia driver does not own it"
-    if bound and bound != "nvidia":
-        return f"bound to {bound}, not to nvidia"
-    if not state.nvidia_loaded:
-        return "no nvidia module is loaded"
-    if bound == "nvidia":
-        return "bound to nvidia, yet NVML does not list it (see `dmesg` for NVRM errors)"
-    return "the loaded nvidia module does not drive it (a driver too old for this GPU?)"
 
 
 def _cdi(host: ReadOnlyHost, state: HostState, listing: dict[str, list[str]]) -> None:

@@ -97,7 +97,7 @@ class ReadOnlyHost:
     log: list[Output] = field(default_factory=list)
 
     def run(self, *argv: str) -> Output:
-        line = allowlist.render(argv, self.timeout)
+        line = allowlist.probe_line(argv, self.timeout)
         try:
             result = self.host.run(line)
         except Exception as exc:  # ssh exit 255, paramiko/winrm errors, a vanished socket

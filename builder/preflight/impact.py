@@ -24,10 +24,12 @@ from builder.facts import gpus as gpu_rules
 from builder.facts import host as host_rules
 from builder.facts.driver_version import DriverVersion
 from builder.facts.sources import LIBNVIDIA_CONTAINER_DSL
+from builder.judgement.finding import Finding
+from builder.judgement.registry import check
+from builder.judgement.severity import BLOCK, OK, SKIP, WARN, Severity
 from builder.labels import ARCH_LIST_LABEL, DRIVER_MIN_LABEL
-from builder.preflight.gather import HostGpu
+from builder.preflight.host_gpus import HostGpu
 from builder.preflight.images import ImageRecord
-from builder.preflight.model import BLOCK, OK, SKIP, WARN, Check, Severity
 from builder.requirements import (
     Gpu,
     HostFacts,
@@ -39,8 +41,8 @@ from builder.requirements import (
 
 OK_, MVC, FWD, BROKEN = "ok", "mvc", "fwd-compat", "broken"
 CPU, NO_DRIVER, UNKNOWN = "cpu", "no-driver", "unknown"
-_RANK = {OK_: 0, MVC: 1, FWD: 1, UNKNOWN: 1, BROKEN: 2}
-SEVERITY: dict[str, Severity] = {
+# What each image status weighs on the one severity scale (`images.impact`, `trainimg compat`).
+STATUS_SEVERITY: dict[str, Severity] = {
     OK_: OK,
     UNKNOWN: WARN,
     MVC: WARN,
@@ -51,8 +53,17 @@ SEVERITY: dict[str, Severity] = {
 }
 
 
+def _weight(status: str) -> int | None:
+    """How bad a status is on the severity scale; None where nothing was judged (cpu, no driver)."""
+    severity = STATUS_SEVERITY.get(status, SKIP)
+    return None if severity is SKIP else severity.rank
+
+
 @dataclass(frozen=True)
-class Verdict:
+class ImageVerdict:
+    """One image on one driver: its status (ok, mvc, fwd-compat, unknown, broken, cpu,
+    no-driver) and why."""
+
     status: str
     reasons: tuple[str, ...] = ()
 
@@ -63,14 +74,14 @@ class Verdict:
 @dataclass(frozen=True)
 class Row:
     image: ImageRecord
-    now: Verdict
-    after: Verdict | None  # None without --target-driver
+    now: ImageVerdict
+    after: ImageVerdict | None  # None without --target-driver
 
     @property
     def change(self) -> str:
         if self.after is None:
             return ""
-        a, b = _RANK.get(self.now.status), _RANK.get(self.after.status)
+        a, b = _weight(self.now.status), _weight(self.after.status)
         if b is None:
             return "-"
         if a is None:
@@ -106,19 +117,19 @@ def _cuda_minor(image: ImageRecord) -> str | None:
     return None
 
 
-def judge(
+def judge_image(
     image: ImageRecord,
     driver: DriverVersion | None,
     flavour: str | None,
     gpus: list[HostGpu],
     cuda: Version | None = None,
-) -> Verdict:
+) -> ImageVerdict:
     """One image on one driver (with the given kernel-module flavour) for these GPUs; `cuda` is
     the CUDA version the host reports for that driver (nvidia-smi), else the branch table's."""
     if not image.gpu:
-        return Verdict(CPU, ("CPU image: no GPU requirement",))
+        return ImageVerdict(CPU, ("CPU image: no GPU requirement",))
     if driver is None:
-        return Verdict(NO_DRIVER, ("no NVIDIA driver",))
+        return ImageVerdict(NO_DRIVER, ("no NVIDIA driver",))
     broken: list[str] = []
     soft: list[str] = []  # reasons for mvc / fwd-compat
     notes: list[str] = []
@@ -238,8 +249,8 @@ def judge(
     if image.disable_require:
         notes.append("the image sets NVIDIA_DISABLE_REQUIRE: the legacy hook skips its check too")
     if broken:
-        return Verdict(BROKEN, tuple(dict.fromkeys(broken + notes)))
-    return Verdict(status, tuple(dict.fromkeys(soft + notes)))
+        return ImageVerdict(BROKEN, tuple(dict.fromkeys(broken + notes)))
+    return ImageVerdict(status, tuple(dict.fromkeys(soft + notes)))
 
 
 def impact(
@@ -254,8 +265,8 @@ def impact(
     return [
         Row(
             img,
-            judge(img, current, current_flavour, gpus, current_cuda),
-            judge(img, target, target_flavour, gpus) if target is not None else None,
+            judge_image(img, current, current_flavour, gpus, current_cuda),
+            judge_image(img, target, target_flavour, gpus) if target is not None else None,
         )
         for img in images
     ]
@@ -270,17 +281,21 @@ IMPACT_SOURCES = (
 )
 
 
-def impact_check(rows: list[Row], target: DriverVersion | None, notes: list[str]) -> Check:
-    cid = "images.impact"
+IMPACT_ID = "images.impact"
+
+
+@check(IMPACT_ID, "image", summary="every image on the current and the target driver")
+def impact_check(rows: list[Row], target: DriverVersion | None, notes: list[str]) -> Finding:
+    cid = IMPACT_ID
     judged = [r for r in rows if r.image.gpu]
     tail = f" ({'; '.join(notes)})" if notes else ""
     if not judged:
-        return Check(
+        return Finding(
             cid, SKIP, f"no GPU image to judge (matrix, lock and local){tail}", "", IMPACT_SOURCES
         )
     verdicts = [r.after if r.after is not None else r.now for r in judged]
     if all(v.status == NO_DRIVER for v in verdicts):
-        return Check(
+        return Finding(
             cid,
             SKIP,
             f"{len(judged)} GPU images; no driver to judge them against "
@@ -301,7 +316,7 @@ def impact_check(rows: list[Row], target: DriverVersion | None, notes: list[str]
     if broken:
         first = next(iter(r.after or r.now for r in broken))
         why = f"; {first.reasons[0]}" if first.reasons else ""
-        return Check(
+        return Finding(
             cid,
             BLOCK,
             f"{finding}{why}{tail}",
@@ -310,11 +325,11 @@ def impact_check(rows: list[Row], target: DriverVersion | None, notes: list[str]
             IMPACT_SOURCES,
         )
     if counts.get(FWD) or counts.get(MVC) or counts.get(UNKNOWN):
-        return Check(
+        return Finding(
             cid,
             WARN,
             finding + tail,
             f"prefer a driver at or above the images' CUDA minimum ({DRIVER_MIN_LABEL})",
             IMPACT_SOURCES,
         )
-    return Check(cid, OK, finding + tail, "", IMPACT_SOURCES)
+    return Finding(cid, OK, finding + tail, "", IMPACT_SOURCES)

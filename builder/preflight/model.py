@@ -1,59 +1,20 @@
-"""What a check says (an id, a severity, the finding, the remediation and its sources), and
-the plan every check judges against."""
+"""The upgrade plan every host check and the image impact judge against (what `--target-driver`,
+`--target-module` and `--strict` ask)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from builder.facts import drivers as driver_rules
 from builder.facts.driver_version import DriverVersion
-from builder.facts.sources import Source
 
 if TYPE_CHECKING:
-    from builder.preflight.gather import HostState
-
-
-class Severity(StrEnum):
-    SKIP = "skip"  # not applicable here, or nothing to judge (never changes the exit code)
-    OK = "ok"
-    WARN = "warn"
-    BLOCK = "block"
-
-    @property
-    def rank(self) -> int:
-        return _RANK[self]
-
-
-_RANK = {Severity.SKIP: 0, Severity.OK: 1, Severity.WARN: 2, Severity.BLOCK: 3}
-SKIP, OK, WARN, BLOCK = Severity.SKIP, Severity.OK, Severity.WARN, Severity.BLOCK
+    from builder.preflight.host_state import HostState
 
 
 @dataclass(frozen=True)
-class Check:
-    id: str
-    severity: Severity
-    finding: str
-    remediation: str = ""
-    sources: tuple[Source, ...] = ()
-
-    def as_json(self) -> dict[str, object]:
-        return {
-            "id": self.id,
-            "severity": str(self.severity),
-            "finding": self.finding,
-            "remediation": self.remediation,
-            "sources": [str(s) for s in self.sources],
-        }
-
-
-def worst(severities: list[Severity]) -> Severity:
-    return max(severities, key=lambda s: s.rank, default=SKIP)
-
-
-@dataclass(frozen=True)
-class Plan:
+class UpgradePlan:
     target: DriverVersion | None = None
     target_module: str | None = None  # open | proprietary, as asked; None: keep/derive
     strict: bool = False  # --strict: a driver branch past its end of life blocks

@@ -170,7 +170,7 @@ class ReplayHost:
 
     def run(self, line: str) -> Result:
         self.lines.append(line)
-        argv = al.unrender(line)
+        argv = al.probe_argv(line)
         for rec in self.record.recordings:
             if rec.matches(argv):
                 return Result(rec.rc, rec.stdout, rec.stderr)

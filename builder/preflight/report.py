@@ -10,17 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from builder.judgement.finding import Finding
+from builder.judgement.severity import BLOCK, WARN, Severity, worst
 from builder.preflight.impact import Row
-from builder.preflight.model import BLOCK, WARN, Check, Severity, worst
 
 EXIT_OK, EXIT_BLOCK, EXIT_INPUT, EXIT_WARN = 0, 1, 2, 3
-SCHEMA = 1
+REPORT_SCHEMA = 1  # the version of as_json's shape
 
 
 @dataclass
 class HostReport:
     host: str
-    checks: list[Check]
+    checks: list[Finding]
     rows: list[Row] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
     reachable: bool = True
@@ -40,14 +41,18 @@ class HostReport:
         }
 
 
+def exit_code_of(verdict: Severity) -> int:
+    """The exit code of a verdict (preflight's and compat's): block 1, warn 3, else 0."""
+    return EXIT_BLOCK if verdict is BLOCK else EXIT_WARN if verdict is WARN else EXIT_OK
+
+
 def exit_code(reports: list[HostReport]) -> int:
-    v = worst([r.verdict for r in reports])
-    return EXIT_BLOCK if v is BLOCK else EXIT_WARN if v is WARN else EXIT_OK
+    return exit_code_of(worst([r.verdict for r in reports]))
 
 
 def as_json(reports: list[HostReport], target: str | None) -> dict[str, Any]:
     return {
-        "schema": SCHEMA,
+        "schema": REPORT_SCHEMA,
         "target_driver": target,
         "exit_code": exit_code(reports),
         "hosts": [r.as_json() for r in reports],
@@ -69,7 +74,7 @@ def render_host(report: HostReport, target: str | None, *, wide: bool = False) -
     lines = [f"== {report.host}" + (f" ({head})" if head else "") + " =="]
     width = 10_000 if wide else 100
     for c in report.checks:
-        lines.append(f"  {c.severity!s:<5}  {c.id:<15}  {_cut(c.finding, width)}")
+        lines.append(f"  {c.severity!s:<5}  {c.id:<15}  {_cut(c.message, width)}")
         if c.remediation:  # every remediation JSON carries, ok ones included ("note:")
             label = "fix" if c.severity in (WARN, BLOCK) else "note"
             lines.append(f"  {'':<5}  {'':<15}  {label}: {_cut(c.remediation, width)}")
@@ -99,7 +104,7 @@ def render_host(report: HostReport, target: str | None, *, wide: bool = False) -
     return lines
 
 
-def render(reports: list[HostReport], target: str | None, *, wide: bool = False) -> str:
+def render_fleet(reports: list[HostReport], target: str | None, *, wide: bool = False) -> str:
     out: list[str] = []
     for r in reports:
         out += render_host(r, target, wide=wide)

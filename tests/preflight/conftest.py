@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from builder.facts.driver_version import DriverVersion
+from builder.judgement.finding import Finding
 from builder.preflight import images as img
 from builder.preflight.fleet import Context, preflight_host
 from builder.preflight.hostio import ReadOnlyHost
 from builder.preflight.inventory import Target
-from builder.preflight.model import Check, Plan
+from builder.preflight.model import UpgradePlan
 from builder.preflight.report import HostReport
 from builder.workspace import open_workspace
 from tests.preflight.fakehost import FakeHost, Fixture
@@ -35,7 +36,7 @@ def context(
     module: str | None = None,
     local: bool = True,
 ) -> Context:
-    plan = Plan(DriverVersion(target) if target else None, module)
+    plan = UpgradePlan(DriverVersion(target) if target else None, module)
     return Context(plan, TODAY, images, [], local)
 
 
@@ -54,7 +55,7 @@ def run_fixture(matrix_images: list[img.ImageRecord]) -> RunFixture:
     return run
 
 
-def check(report: HostReport, cid: str) -> Check:
+def check(report: HostReport, cid: str) -> Finding:
     found = [c for c in report.checks if c.id == cid]
     assert len(found) == 1, f"{cid}: {[c.id for c in report.checks]}"
     return found[0]

@@ -66,7 +66,7 @@ def test_the_allow_list_names_only_read_only_programs() -> None:
 def test_anything_else_is_refused(argv: tuple[str, ...]) -> None:
     assert not allowlist.permitted(argv)
     with pytest.raises(allowlist.NotAllowed):
-        allowlist.render(argv)
+        allowlist.probe_line(argv)
 
 
 @dataclass
@@ -88,12 +88,12 @@ def test_a_refused_command_never_reaches_the_host() -> None:
 
 def test_render_quotes_every_argument_and_unrender_inverts_it() -> None:
     argv = ("rpm", "-q", "--qf", allowlist.RPM_QF, "kernel-core")
-    line = allowlist.render(argv, 7)
+    line = allowlist.probe_line(argv, 7)
     assert line.startswith("LC_ALL=C timeout -k 5 7 rpm -q --qf '%{NAME}")
-    assert allowlist.unrender(line) == argv
+    assert allowlist.probe_argv(line) == argv
     assert shlex.split(line)[-1] == "kernel-core"
     with pytest.raises(allowlist.NotAllowed):
-        allowlist.unrender("reboot")
+        allowlist.probe_argv("reboot")
 
 
 @pytest.mark.parametrize("name", HOSTS)
@@ -102,7 +102,7 @@ def test_preflight_runs_only_allowed_commands_on_every_fixture_host(
 ) -> None:
     _, fake = run_fixture(name, "570.124.06")
     assert fake.lines, "nothing ran"
-    argvs = [allowlist.unrender(line) for line in fake.lines]
+    argvs = [allowlist.probe_argv(line) for line in fake.lines]
     assert all(allowlist.permitted(a) for a in argvs)
     assert {a[0] for a in argvs} <= READ_ONLY_PROGRAMS
     # every recorded probe the fixture offers is one preflight really asks (no drift)

@@ -207,7 +207,7 @@ def test_a_surprise_on_one_host_is_that_hosts_finding(monkeypatch: pytest.Monkey
     reports = run_fleet(targets, context([]), jobs=2, connect_fn=connect)
     assert [r.host for r in reports] == ["a", "b"]
     assert not reports[0].reachable and "ValueError: a parser met something new" in (
-        reports[0].checks[0].finding
+        reports[0].checks[0].message
     )
     assert reports[1].reachable and len(reports[1].checks) > 10
     monkeypatch.setenv("TRAINIMG_DEBUG", "1")

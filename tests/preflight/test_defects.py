@@ -5,19 +5,23 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from dataclasses import replace
 
 import pytest
 from packaging.version import Version
 
 from builder.facts.driver_version import DriverVersion
+from builder.judgement.finding import Finding
+from builder.judgement.severity import BLOCK, OK, WARN
 from builder.preflight import checks
 from builder.preflight import images as img
 from builder.preflight.fleet import Context, preflight_host
-from builder.preflight.gather import HostState, gather
+from builder.preflight.gather import gather
+from builder.preflight.host_state import HostState
 from builder.preflight.hostio import ReadOnlyHost
-from builder.preflight.impact import judge
+from builder.preflight.impact import judge_image
 from builder.preflight.inventory import Target
-from builder.preflight.model import BLOCK, OK, WARN, Check, Plan
+from builder.preflight.model import UpgradePlan
 from builder.preflight.report import exit_code
 from tests.preflight.conftest import TODAY, RunFixture, check
 from tests.preflight.fakehost import FakeHost, Fixture
@@ -35,15 +39,15 @@ def require(text: str, cuda: str) -> img.ImageRecord:
 def test_595_reports_cuda_13_2_and_a_cuda_13_1_image_runs(run_fixture: RunFixture) -> None:
     state = state_of("el9-l40s-r595-cuda13.2")
     ver = check_of(state, "driver.version")
-    assert "CUDA 13.2 (nvidia-smi and the branch table agree)" in ver.finding
+    assert "CUDA 13.2 (nvidia-smi and the branch table agree)" in ver.message
     fake = FakeHost(Fixture.load_fixture("el9-l40s-r595-cuda13.2"))
-    ctx = Context(Plan(), TODAY, [require("cuda>=13.1", "13.1.0")], [], False)
+    ctx = Context(UpgradePlan(), TODAY, [require("cuda>=13.1", "13.1.0")], [], False)
     report = preflight_host(Target("h", "fake://h"), ctx, lambda _: ReadOnlyHost(fake, "h"))
     (row,) = report.rows
     assert row.now.status == "ok", row.now.reasons
     # and on the branch table alone (no host): 590 -> 13.1, 595 -> 13.2, R510 -> 11.6
     for driver, ok in (("590.48.01", True), ("580.65.06", False), ("595.71.05", True)):
-        v = judge(require("cuda>=13.1", "13.1.0"), DriverVersion(driver), "open", [])
+        v = judge_image(require("cuda>=13.1", "13.1.0"), DriverVersion(driver), "open", [])
         assert (v.status == "ok") is ok, (driver, v)
 
 
@@ -54,15 +58,15 @@ def test_nvidia_smi_disagreeing_with_the_table_is_flagged_and_wins() -> None:
     ver = check_of(state, "driver.version")
     assert (
         ver.severity is WARN
-        and "nvidia-smi reports CUDA 13.3 but the branch table says 13.2" in (ver.finding)
+        and "nvidia-smi reports CUDA 13.3 but the branch table says 13.2" in (ver.message)
     )
 
 
 def test_a_branch_past_the_table_is_unknown_not_the_last_known_cuda() -> None:
-    v = judge(require("cuda>=13.1", "13.1.0"), DriverVersion("640.10.01"), "open", [])
+    v = judge_image(require("cuda>=13.1", "13.1.0"), DriverVersion("640.10.01"), "open", [])
     assert v.status == "unknown" and any("not known to the rules" in r for r in v.reasons)
     # with the host's own banner it is judged
-    ok = judge(
+    ok = judge_image(
         require("cuda>=13.1", "13.1.0"), DriverVersion("640.10.01"), "open", [], Version("13.4")
     )
     assert ok.status == "ok"
@@ -75,9 +79,9 @@ def test_a_gpu_on_pci_that_nvml_lacks_is_in_the_inventory_with_its_reason() -> N
     assert ("NVIDIA GeForce RTX 5090", "lspci") in names
     inv = check_of(state, "gpu.inventory")
     assert inv.severity is BLOCK
-    assert "seen on PCI only (not in NVML): NVIDIA GeForce RTX 5090" in inv.finding
-    assert "does not drive it" in inv.finding and "needs driver branch R570" in inv.remediation
-    after = check_of(state, "gpu.inventory", Plan(DriverVersion("570.124.06")))
+    assert "seen on PCI only (not in NVML): NVIDIA GeForce RTX 5090" in inv.message
+    assert "does not drive it" in inv.message and "needs driver branch R570" in inv.remediation
+    after = check_of(state, "gpu.inventory", UpgradePlan(DriverVersion("570.124.06")))
     assert after.severity is WARN and "brings them up" in after.remediation
 
 
@@ -88,13 +92,13 @@ def test_vfio_bound_and_fallen_off_the_bus_gpus_say_so() -> None:
         "Kernel modules: nvidiafb", "Kernel driver in use: vfio-pci\n\tKernel modules: nvidiafb"
     )
     from builder.preflight import parsers
-    from builder.preflight.gather import _host_gpus
+    from builder.preflight.host_gpus import merged_gpus
 
     state.pci = parsers.lspci_nvidia(text)
-    (g,) = [g for g in _host_gpus(state) if g.source == "lspci"]
+    (g,) = [g for g in merged_gpus(state) if g.source == "lspci"]
     assert "vfio-pci" in g.pci_note
     state.pci = parsers.lspci_nvidia(text.replace("(rev a1)\n\tSubsystem", "(rev ff)\n\tSubsystem"))
-    (g,) = [g for g in _host_gpus(state) if g.source == "lspci"]
+    (g,) = [g for g in merged_gpus(state) if g.source == "lspci"]
     assert "fallen off the bus" in g.pci_note
 
 
@@ -102,18 +106,18 @@ def test_vfio_bound_and_fallen_off_the_bus_gpus_say_so() -> None:
 def test_reboot_pending_is_said_and_no_harmful_fix_is_given(run_fixture: RunFixture) -> None:
     report, _ = run_fixture("el9-h100-reboot-pending")
     ver = check(report, "driver.version")
-    assert ver.severity is WARN and "reboot pending" in ver.finding
-    assert "550.144.03" in ver.finding and "after the reboot 570.124.06 runs" in ver.finding
+    assert ver.severity is WARN and "reboot pending" in ver.message
+    assert "550.144.03" in ver.message and "after the reboot 570.124.06 runs" in ver.message
     assert "reboot into 570.124.06" in ver.remediation
     assert check(report, "kernel.devel").severity is OK
     assert (
         check(report, "dkms.nvidia").severity is OK
-        and "570.124.06" in check(report, "dkms.nvidia").finding
+        and "570.124.06" in check(report, "dkms.nvidia").message
     )
     cdi = check(report, "cdi.spec")
-    assert cdi.severity is OK and "right for the driver after the pending reboot" in cdi.finding
+    assert cdi.severity is OK and "right for the driver after the pending reboot" in cdi.message
     fm = check(report, "fabricmanager")
-    assert fm.severity is WARN and "after the pending reboot" in fm.finding
+    assert fm.severity is WARN and "after the pending reboot" in fm.message
     assert not any(
         "kernel-devel" in c.remediation or "cdi generate" in c.remediation for c in report.checks
     )
@@ -125,27 +129,29 @@ def test_reboot_pending_is_said_and_no_harmful_fix_is_given(run_fixture: RunFixt
 def test_an_unlisted_branch_is_out_of_support_and_strict_blocks() -> None:
     state = state_of("el9-h100")  # R550
     ver = check_of(state, "driver.version")
-    assert ver.severity is WARN and "R550 is not in NVIDIA's driver lifecycle table" in ver.finding
-    strict = check_of(state, "driver.version", Plan(strict=True))
+    assert ver.severity is WARN and "R550 is not in NVIDIA's driver lifecycle table" in ver.message
+    strict = check_of(state, "driver.version", UpgradePlan(strict=True))
     assert strict.severity is BLOCK
-    target = check_of(state, "driver.target", Plan(DriverVersion("570.124.06")))
-    assert "R570 (PB) reached end of life on 2026-02-28" in target.finding
+    target = check_of(state, "driver.target", UpgradePlan(DriverVersion("570.124.06")))
+    assert "R570 (PB) reached end of life on 2026-02-28" in target.message
     assert target.severity is WARN
     assert (
-        check_of(state, "driver.target", Plan(DriverVersion("570.124.06"), strict=True)).severity
+        check_of(
+            state, "driver.target", UpgradePlan(DriverVersion("570.124.06"), strict=True)
+        ).severity
         is BLOCK
     )
-    ahead = check_of(state, "driver.target", Plan(DriverVersion("595.71.05")))
-    assert "reaches end of life on 2027-03-31" in ahead.finding and ahead.severity is WARN
-    fine = check_of(state, "driver.target", Plan(DriverVersion("580.65.06")))
-    assert fine.severity is OK and "supported until 2028-06-30" in fine.finding
+    ahead = check_of(state, "driver.target", UpgradePlan(DriverVersion("595.71.05")))
+    assert "reaches end of life on 2027-03-31" in ahead.message and ahead.severity is WARN
+    fine = check_of(state, "driver.target", UpgradePlan(DriverVersion("580.65.06")))
+    assert fine.severity is OK and "supported until 2028-06-30" in fine.message
 
 
 # --- item 8: one odd input never collapses a report --------------------------------------------
 def test_a_cdi_spec_with_scalar_args_is_its_own_finding(run_fixture: RunFixture) -> None:
     report, _ = run_fixture("el9-l40s-cdi-args-scalar")
     cdi = check(report, "cdi.spec")
-    assert cdi.severity is BLOCK and "hooks[0].args is 1, not a list" in cdi.finding
+    assert cdi.severity is BLOCK and "hooks[0].args is 1, not a list" in cdi.message
     assert "nvidia-ctk cdi generate" in cdi.remediation
     assert check(report, "host.reach").severity is OK
     assert len(report.checks) == len(checks.CHECK_IDS)
@@ -165,18 +171,20 @@ def test_an_exception_in_a_probe_step_or_a_check_stays_there(
     state = state_of("el9-h100")
     assert "cdi" in state.errors and state.podman_version is not None  # later steps still ran
     cdi = check_of(state, "cdi.spec")
-    assert cdi.severity is WARN and "TypeError" in cdi.finding and "cdi:" in cdi.finding
-    monkeypatch.setattr(checks, "CHECKS", (("host.os", boom), *checks.CHECKS[1:]))
-    got = {c.id: c for c in checks.run_checks(state, Plan(), TODAY)}
-    assert got["host.os"].severity is WARN and "TypeError" in got["host.os"].finding
+    assert cdi.severity is WARN and "TypeError" in cdi.message and "cdi:" in cdi.message
+    host_os = checks.HOST_CHECKS[0]
+    assert host_os.id == "host.os"
+    monkeypatch.setattr(checks, "HOST_CHECKS", (replace(host_os, fn=boom), *checks.HOST_CHECKS[1:]))
+    got = {c.id: c for c in checks.run_checks(state, UpgradePlan(), TODAY)}
+    assert got["host.os"].severity is WARN and "TypeError" in got["host.os"].message
     assert got["driver.version"].severity is not None  # the others ran
     monkeypatch.setenv("TRAINIMG_DEBUG", "1")
     with pytest.raises(TypeError):
-        checks.run_checks(state, Plan(), TODAY)
+        checks.run_checks(state, UpgradePlan(), TODAY)
 
 
-def check_of(state: HostState, cid: str, plan: Plan | None = None) -> Check:
-    return next(c for c in checks.run_checks(state, plan or Plan(), TODAY) if c.id == cid)
+def check_of(state: HostState, cid: str, plan: UpgradePlan | None = None) -> Finding:
+    return next(c for c in checks.run_checks(state, plan or UpgradePlan(), TODAY) if c.id == cid)
 
 
 def test_exit_codes_of_the_defect_fixtures(run_fixture: RunFixture) -> None:
@@ -188,10 +196,10 @@ def test_exit_codes_of_the_defect_fixtures(run_fixture: RunFixture) -> None:
 
 # --- item 9: the text report says what JSON says; MIG ------------------------------------------
 def test_the_text_report_carries_every_remediation_json_has(run_fixture: RunFixture) -> None:
-    from builder.preflight.report import as_json, render
+    from builder.preflight.report import as_json, render_fleet
 
     report, _ = run_fixture("el9-h100", "570.124.06")
-    text = render([report], "570.124.06", wide=True)
+    text = render_fleet([report], "570.124.06", wide=True)
     for c in as_json([report], "570.124.06")["hosts"][0]["checks"]:
         if c["remediation"]:
             assert c["remediation"] in text, c["id"]
@@ -206,9 +214,9 @@ def test_mig_enabled_gpus_are_reported_with_what_the_reload_does() -> None:
         for g in state.smi_q.gpus
     )
     state.smi_q = dataclasses.replace(state.smi_q, gpus=gpus)
-    mig = check_of(state, "gpu.mig", Plan(DriverVersion("570.124.06")))
-    assert mig.severity is WARN and "MIG is enabled on 8 of 8 GPU(s)" in mig.finding
-    assert "do not survive the driver reload" in mig.finding and "mig-parted" in mig.remediation
+    mig = check_of(state, "gpu.mig", UpgradePlan(DriverVersion("570.124.06")))
+    assert mig.severity is WARN and "MIG is enabled on 8 of 8 GPU(s)" in mig.message
+    assert "do not survive the driver reload" in mig.message and "mig-parted" in mig.remediation
     assert check_of(state, "gpu.mig").severity is OK  # without a plan it is a note
 
 
@@ -228,10 +236,10 @@ def test_modules_that_pin_the_driver_are_named() -> None:
 
     state = state_of("el9-h100")
     state.modules = parsers.proc_modules(PROC_MODULES)
-    dep = check_of(state, "driver.dependents", Plan(DriverVersion("570.124.06")))
+    dep = check_of(state, "driver.dependents", UpgradePlan(DriverVersion("570.124.06")))
     assert dep.severity is WARN
-    assert "gdrdrv: GDRCopy" in dep.finding and "nvidia_peermem" in dep.finding
-    assert "nvidia_uvm" not in dep.finding  # NVIDIA's own stack is not a dependent
+    assert "gdrdrv: GDRCopy" in dep.message and "nvidia_peermem" in dep.message
+    assert "nvidia_uvm" not in dep.message  # NVIDIA's own stack is not a dependent
     state.modules = parsers.proc_modules(
         "\n".join(
             line
@@ -247,15 +255,15 @@ def test_xid_runfile_and_dnf_pins(run_fixture: RunFixture) -> None:
     xid = check(report, "gpu.xid")
     assert (
         xid.severity is WARN
-        and "Xid 79 x1 on 0000:9a:00 (GPU has fallen off the bus)" in xid.finding
+        and "Xid 79 x1 on 0000:9a:00 (GPU has fallen off the bus)" in xid.message
     )
     assert "dcgmi diag" in xid.remediation
     run = check(report, "driver.runfile")
-    assert run.severity is WARN and "/usr/bin/nvidia-uninstall" in run.finding
-    assert "also installed from packages" in run.finding and "nvidia-uninstall" in run.remediation
+    assert run.severity is WARN and "/usr/bin/nvidia-uninstall" in run.message
+    assert "also installed from packages" in run.message and "nvidia-uninstall" in run.remediation
     pins = check(report, "packages.pins")
     assert pins.severity is BLOCK  # with a target the lock stops the upgrade
-    assert "nvidia-driver-3:550.144.03-1.el9.*" in pins.finding and "podman" not in pins.finding
+    assert "nvidia-driver-3:550.144.03-1.el9.*" in pins.message and "podman" not in pins.message
     assert "versionlock delete" in pins.remediation
     clean, _ = run_fixture("el9-h100")
     assert check(clean, "gpu.xid").severity.value == "skip"  # no journalctl recorded there

@@ -10,10 +10,10 @@ import pytest
 from builder.facts import gpus as gpu_rules
 from builder.facts import host as host_rules
 from builder.facts.driver_version import DriverVersion
+from builder.judgement.severity import BLOCK, OK, SKIP, WARN
 from builder.preflight import images as img
-from builder.preflight.gather import HostGpu
-from builder.preflight.impact import Row, Verdict, impact_check, judge
-from builder.preflight.model import BLOCK, OK, SKIP, WARN
+from builder.preflight.host_gpus import HostGpu
+from builder.preflight.impact import ImageVerdict, Row, impact_check, judge_image
 from builder.preflight.parsers import LocalImage, podman_inspect
 from tests.preflight.fakehost import FIXTURES
 
@@ -50,24 +50,24 @@ def d(text: str) -> DriverVersion:
 
 def test_cpu_and_no_driver() -> None:
     cpu = image(requirements=(), cuda=None, arch_list=())
-    assert judge(cpu, d("570.124.06"), "open", [gpu("h100")]).status == "cpu"
-    assert judge(image(), None, None, [gpu("h100")]).status == "no-driver"
+    assert judge_image(cpu, d("570.124.06"), "open", [gpu("h100")]).status == "cpu"
+    assert judge_image(image(), None, None, [gpu("h100")]).status == "no-driver"
 
 
 def test_native_forward_compat_and_mvc() -> None:
     h100 = [gpu("h100")]
-    assert judge(image(), d("570.124.06"), "open", h100) == Verdict("ok", ())
-    fwd = judge(image(), d("550.144.03"), "open", h100)
+    assert judge_image(image(), d("570.124.06"), "open", h100) == ImageVerdict("ok", ())
+    fwd = judge_image(image(), d("550.144.03"), "open", h100)
     assert fwd.status == "fwd-compat"
     assert not any("not in NVIDIA's forward-compatibility matrix" in r for r in fwd.reasons)
-    mvc = judge(image(), d("570.86.15"), "open", h100)  # R570 but below 12.8.1's 570.124.06
+    mvc = judge_image(image(), d("570.86.15"), "open", h100)  # R570 but below 12.8.1's 570.124.06
     assert mvc.status == "mvc" and "minor-version compatibility" in mvc.reasons[0]
 
 
 def test_forward_compat_needs_a_data_center_gpu() -> None:
     # RTX PRO 6000 (brand NVIDIA RTX -> "unknown" for libnvidia-container) passes the label's
     # window, but the catalogue says it cannot use cuda-compat; and it needs R570 anyway.
-    pro = judge(image(), d("565.57.01"), "open", [gpu("rtx-pro-6000", "NVIDIA RTX")])
+    pro = judge_image(image(), d("565.57.01"), "open", [gpu("rtx-pro-6000", "NVIDIA RTX")])
     assert pro.status == "broken"
     assert any("cannot use cuda-compat" in r for r in pro.reasons)
     assert any("needs driver branch R570+" in r for r in pro.reasons)
@@ -75,26 +75,26 @@ def test_forward_compat_needs_a_data_center_gpu() -> None:
 
 def test_arch_list_against_compute_capability() -> None:
     hopper_only = image(arch_list=("sm_80", "sm_90"))
-    b200 = judge(hopper_only, d("570.124.06"), "open", [gpu("b200")])
+    b200 = judge_image(hopper_only, d("570.124.06"), "open", [gpu("b200")])
     assert b200.status == "broken" and "no kernel image for NVIDIA B200 (sm_100)" in b200.reasons[0]
-    b300 = judge(image(), d("580.65.06"), "open", [gpu("b300")])  # sm_100 SASS runs on 10.3
+    b300 = judge_image(image(), d("580.65.06"), "open", [gpu("b300")])  # sm_100 SASS runs on 10.3
     assert b300.status == "ok"
-    unknown = judge(image(arch_list=None), d("570.124.06"), "open", [gpu("h100")])
+    unknown = judge_image(image(arch_list=None), d("570.124.06"), "open", [gpu("h100")])
     assert unknown.status == "ok" and "arch list unknown" in unknown.reasons[0]
 
 
 def test_open_module_rule_for_blackwell() -> None:
-    verdict = judge(image(), d("570.124.06"), "proprietary", [gpu("b200")])
+    verdict = judge_image(image(), d("570.124.06"), "proprietary", [gpu("b200")])
     assert verdict.status == "broken" and "open kernel modules" in verdict.reasons[0]
-    assert judge(image(), d("570.124.06"), "proprietary", [gpu("h100")]).status == "ok"
+    assert judge_image(image(), d("570.124.06"), "proprietary", [gpu("h100")]).status == "ok"
 
 
 def test_every_requirement_must_hold_and_a_bad_one_breaks() -> None:
     two = image(requirements=("cuda>=12.8", "arch>=10.0"))
-    hopper = judge(two, d("570.124.06"), "open", [gpu("h100")])
+    hopper = judge_image(two, d("570.124.06"), "open", [gpu("h100")])
     assert hopper.status == "broken" and "no term of 'arch>=10.0' holds" in hopper.reasons[0]
-    assert judge(two, d("570.124.06"), "open", [gpu("b200")]).status == "ok"
-    bad = judge(image(requirements=("cuda>=twelve",)), d("570.124.06"), "open", [gpu("h100")])
+    assert judge_image(two, d("570.124.06"), "open", [gpu("b200")]).status == "ok"
+    bad = judge_image(image(requirements=("cuda>=twelve",)), d("570.124.06"), "open", [gpu("h100")])
     assert bad.status == "broken" and "invalid expression" in bad.reasons[0]
     assert "digits and dots only" in bad.reasons[0]
 
@@ -127,7 +127,7 @@ def test_local_images_from_the_h100_fixture() -> None:
     )
     rec = img.from_local([disabled])[0][0]
     assert rec.disable_require and rec.requirements == ("cuda>=12.8",)
-    v = judge(rec, d("570.124.06"), "open", [gpu("h100")])
+    v = judge_image(rec, d("570.124.06"), "open", [gpu("h100")])
     assert any("NVIDIA_DISABLE_REQUIRE" in r for r in v.reasons)
 
 
@@ -160,7 +160,7 @@ def test_lock_is_read_tolerantly(tmp_path: Path, matrix_images: list[img.ImageRe
 
 
 def row(now: str, after: str | None) -> Row:
-    return Row(image(), Verdict(now), Verdict(after) if after else None)
+    return Row(image(), ImageVerdict(now), ImageVerdict(after) if after else None)
 
 
 @pytest.mark.parametrize(
@@ -184,6 +184,6 @@ def test_impact_check_severity() -> None:
     assert impact_check([row("ok", "ok")], target, []).severity is OK
     assert impact_check([row("ok", "fwd-compat")], target, []).severity is WARN
     breaks = impact_check([row("ok", "broken"), row("ok", "ok")], target, [])
-    assert breaks.severity is BLOCK and "1 work now and break" in breaks.finding
+    assert breaks.severity is BLOCK and "1 work now and break" in breaks.message
     assert impact_check([row("no-driver", None)], None, []).severity is SKIP
     assert impact_check([], target, ["no matrix"]).severity is SKIP

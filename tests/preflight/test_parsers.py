@@ -266,7 +266,7 @@ def test_podman_images_and_inspect() -> None:
     ],
 )
 def test_catalogue_match(name: str, cc: tuple[int, int] | None, key: str | None) -> None:
-    from builder.preflight.gather import catalogue_gpu
+    from builder.preflight.host_gpus import catalogue_gpu
 
     found = catalogue_gpu(name, cc)
     assert (found.key if found else None) == key

@@ -14,7 +14,7 @@ from builder.facts.driver_version import DriverVersion
 from builder.preflight.fleet import Context, preflight_host
 from builder.preflight.hostio import ReadOnlyHost
 from builder.preflight.inventory import Target
-from builder.preflight.model import Plan
+from builder.preflight.model import UpgradePlan
 from builder.preflight.record import Record, ReplayHost
 from tests.preflight.conftest import REPO, TODAY
 from tests.preflight.fakehost import FIXTURES, FakeHost, Fixture
@@ -81,10 +81,10 @@ def test_recording_a_fixture_host_and_replaying_it_gives_the_same_report(
 ) -> None:
     fake = FakeHost(Fixture.load_fixture(name))
     target = Target(name, f"fake://{name}")
-    ctx = Context(Plan(DriverVersion("570.124.06")), TODAY, [], [], True, 20, tmp_path)
+    ctx = Context(UpgradePlan(DriverVersion("570.124.06")), TODAY, [], [], True, 20, tmp_path)
     first = preflight_host(target, ctx, lambda _: ReadOnlyHost(fake, name))
     replay = ReplayHost(Record.load(tmp_path / name))
-    ctx2 = Context(Plan(DriverVersion("570.124.06")), TODAY, [], [], True)
+    ctx2 = Context(UpgradePlan(DriverVersion("570.124.06")), TODAY, [], [], True)
     second = preflight_host(target, ctx2, lambda _: ReadOnlyHost(replay, name))
     assert [c.as_json() for c in second.checks] == [c.as_json() for c in first.checks]
     assert len(replay.lines) == len(fake.lines)

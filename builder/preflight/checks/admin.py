@@ -1,27 +1,30 @@
 """The checks an admin runs by hand before unloading an NVIDIA driver (pure): modules that pin
-the driver, MIG instances that do not survive the reload, GPU memory errors pending a reset.
-
-Like builder.preflight.checks, each reads HostState and the plan and returns one Check; the
-facts (module names, sources) live in builder.facts.host.
-"""
+the driver, MIG instances that do not survive the reload, GPU memory errors pending a reset,
+Xid errors, a runfile install, dnf pins. The facts (module names, sources) live in
+builder.facts.host."""
 
 from __future__ import annotations
 
 import datetime as dt
 
 from builder.facts import host as host_rules
-from builder.preflight.gather import HostState
-from builder.preflight.model import BLOCK, OK, SKIP, WARN, Check, Plan
+from builder.judgement.finding import Finding
+from builder.judgement.registry import check
+from builder.judgement.severity import BLOCK, OK, SKIP, WARN
+from builder.preflight.host_state import HostState
+from builder.preflight.model import UpgradePlan
 
 
-def driver_dependents(state: HostState, plan: Plan, today: dt.date) -> Check:
-    cid, srcs = "driver.dependents", (host_rules.DRIVER_DEPENDENT_SOURCE,)
+@check("driver.dependents", "host", reads=("driver",))
+def driver_dependents(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Which modules pin the loaded nvidia module (the unload fails while they load)?"""
+    srcs = (host_rules.DRIVER_DEPENDENT_SOURCE,)
     if state.modules is None:
         out = state.out("proc-modules")
         why = out.why() if out is not None else "not read"
-        return Check(cid, SKIP, f"cannot read /proc/modules ({why})", "", srcs)
+        return Finding(cid, SKIP, f"cannot read /proc/modules ({why})", "", srcs)
     if "nvidia" not in state.modules:
-        return Check(cid, SKIP, "the nvidia module is not loaded: nothing pins it", "", srcs)
+        return Finding(cid, SKIP, "the nvidia module is not loaded: nothing pins it", "", srcs)
     users = set(state.modules["nvidia"][1])
     known = [m for m in host_rules.DRIVER_DEPENDENT_MODULES if m in state.modules]
     other = sorted(
@@ -30,10 +33,10 @@ def driver_dependents(state: HostState, plan: Plan, today: dt.date) -> Check:
         if u not in host_rules.NVIDIA_STACK_MODULES and u not in host_rules.DRIVER_DEPENDENT_MODULES
     )
     if not known and not other:
-        return Check(cid, OK, "only NVIDIA's own modules use the nvidia module", "", srcs)
+        return Finding(cid, OK, "only NVIDIA's own modules use the nvidia module", "", srcs)
     parts = [f"{m}: {host_rules.DRIVER_DEPENDENT_MODULES[m]}" for m in known]
     parts += [f"{m}: uses the nvidia module (not one preflight knows)" for m in other]
-    return Check(
+    return Finding(
         cid,
         WARN,
         "modules pin the loaded driver, the upgrade cannot unload it while they are loaded: "
@@ -44,11 +47,13 @@ def driver_dependents(state: HostState, plan: Plan, today: dt.date) -> Check:
     )
 
 
-def gpu_mig(state: HostState, plan: Plan, today: dt.date) -> Check:
-    cid, srcs = "gpu.mig", (host_rules.MIG_SOURCE,)
+@check("gpu.mig", "host", reads=("driver",))
+def gpu_mig(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Which GPUs have MIG instances the driver reload destroys?"""
+    srcs = (host_rules.MIG_SOURCE,)
     gpus = state.smi_q.gpus if state.smi_q else ()
     if not gpus:
-        return Check(cid, SKIP, "no `nvidia-smi -q` GPU data", "", srcs)
+        return Finding(cid, SKIP, "no `nvidia-smi -q` GPU data", "", srcs)
     enabled = [g for g in gpus if g.mig_current.lower() == "enabled"]
     pending = [g for g in gpus if g.mig_pending and g.mig_pending != g.mig_current]
     notes = []
@@ -58,14 +63,14 @@ def gpu_mig(state: HostState, plan: Plan, today: dt.date) -> Check:
             + ", ".join(f"{g.bus_id} {g.mig_current}->{g.mig_pending}" for g in pending[:4])
         )
     if not enabled:
-        return Check(cid, OK, "; ".join(["MIG is disabled on every GPU", *notes]), "", srcs)
+        return Finding(cid, OK, "; ".join(["MIG is disabled on every GPU", *notes]), "", srcs)
     text = (
         f"MIG is enabled on {len(enabled)} of {len(gpus)} GPU(s) ("
         + ", ".join(g.bus_id for g in enabled[:4])
         + (", ..." if len(enabled) > 4 else "")
         + "): GPU and compute instances do not survive the driver reload and must be recreated"
     )
-    return Check(
+    return Finding(
         cid,
         WARN if plan.target is not None else OK,
         "; ".join([text, *notes]),
@@ -75,17 +80,19 @@ def gpu_mig(state: HostState, plan: Plan, today: dt.date) -> Check:
     )
 
 
-def gpu_memory(state: HostState, plan: Plan, today: dt.date) -> Check:
-    cid, srcs = "gpu.memory", (host_rules.MEMORY_ERRORS_SOURCE,)
+@check("gpu.memory", "host", reads=("driver",))
+def gpu_memory(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Are memory repairs pending (applied by the reload) or failed?"""
+    srcs = (host_rules.MEMORY_ERRORS_SOURCE,)
     gpus = state.smi_q.gpus if state.smi_q else ()
     if not gpus:
-        return Check(cid, SKIP, "no `nvidia-smi -q` GPU data", "", srcs)
+        return Finding(cid, SKIP, "no `nvidia-smi -q` GPU data", "", srcs)
     failed = [g for g in gpus if g.remap_failure.lower() == "yes"]
     pending = [
         g for g in gpus if g.remap_pending.lower() == "yes" or g.retired_pending.lower() == "yes"
     ]
     if failed:
-        return Check(
+        return Finding(
             cid,
             BLOCK,
             f"row remapping failed on {', '.join(g.bus_id for g in failed)}: the GPU's memory "
@@ -94,7 +101,7 @@ def gpu_memory(state: HostState, plan: Plan, today: dt.date) -> Check:
             srcs,
         )
     if pending:
-        return Check(
+        return Finding(
             cid,
             WARN,
             f"{len(pending)} GPU(s) have page retirement or row remapping pending "
@@ -103,17 +110,19 @@ def gpu_memory(state: HostState, plan: Plan, today: dt.date) -> Check:
             "expect it to be applied by the upgrade; check `nvidia-smi -q -d ROW_REMAPPER` after",
             srcs,
         )
-    return Check(cid, OK, "no pending page retirement or row remapping", "", srcs)
+    return Finding(cid, OK, "no pending page retirement or row remapping", "", srcs)
 
 
-def gpu_xid(state: HostState, plan: Plan, today: dt.date) -> Check:
-    cid, srcs = "gpu.xid", (host_rules.XID_SOURCE,)
+@check("gpu.xid", "host", reads=("admin",))
+def gpu_xid(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Which Xid errors did this boot log (hardware faults survive an upgrade)?"""
+    srcs = (host_rules.XID_SOURCE,)
     if state.xids is None:
         out = state.out("xid")
         why = out.why() if out is not None else "not asked"
-        return Check(cid, SKIP, f"cannot read this boot's kernel log ({why})", "", srcs)
+        return Finding(cid, SKIP, f"cannot read this boot's kernel log ({why})", "", srcs)
     if not state.xids:
-        return Check(cid, OK, "no Xid error in this boot's kernel log", "", srcs)
+        return Finding(cid, OK, "no Xid error in this boot's kernel log", "", srcs)
     by_code: dict[int, list[str]] = {}
     for x in state.xids:
         by_code.setdefault(x.code, []).append(x.bus)
@@ -123,7 +132,7 @@ def gpu_xid(state: HostState, plan: Plan, today: dt.date) -> Check:
         + (f" ({host_rules.XID_HARDWARE[c]})" if c in host_rules.XID_HARDWARE else "")
         for c, b in sorted(by_code.items())
     ]
-    return Check(
+    return Finding(
         cid,
         WARN,
         f"{len(state.xids)} Xid event(s) this boot: " + "; ".join(parts),
@@ -137,12 +146,14 @@ def gpu_xid(state: HostState, plan: Plan, today: dt.date) -> Check:
     )
 
 
-def driver_runfile(state: HostState, plan: Plan, today: dt.date) -> Check:
-    cid, srcs = "driver.runfile", (host_rules.RUNFILE_SOURCE,)
+@check("driver.runfile", "host", reads=("admin", "packages"))
+def driver_runfile(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Is there a runfile install that a package install would fight?"""
+    srcs = (host_rules.RUNFILE_SOURCE,)
     if not state.runfile:
-        return Check(cid, OK, "no runfile install found (no nvidia-uninstall)", "", srcs)
+        return Finding(cid, OK, "no runfile install found (no nvidia-uninstall)", "", srcs)
     packaged = bool(state.rpm and state.rpm.installed.get("nvidia-driver"))
-    return Check(
+    return Finding(
         cid,
         WARN,
         f"a runfile install is present ({', '.join(state.runfile)})"
@@ -156,13 +167,15 @@ def driver_runfile(state: HostState, plan: Plan, today: dt.date) -> Check:
     )
 
 
-def package_pins(state: HostState, plan: Plan, today: dt.date) -> Check:
-    cid, srcs = "packages.pins", (host_rules.DNF_PINS_SOURCE,)
+@check("packages.pins", "host", reads=("admin",))
+def package_pins(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Do dnf versionlock or exclude= hold NVIDIA packages back?"""
+    srcs = (host_rules.DNF_PINS_SOURCE,)
     if state.dnf_pins is None:
-        return Check(cid, SKIP, "not an EL host: dnf pins are not checked", "", srcs)
+        return Finding(cid, SKIP, "not an EL host: dnf pins are not checked", "", srcs)
     if not state.dnf_pins:
-        return Check(cid, OK, "no dnf versionlock or exclude holds NVIDIA packages", "", srcs)
-    return Check(
+        return Finding(cid, OK, "no dnf versionlock or exclude holds NVIDIA packages", "", srcs)
+    return Finding(
         cid,
         WARN if plan.target is None else BLOCK,
         "NVIDIA packages are pinned: "

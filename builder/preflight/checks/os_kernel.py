@@ -1,0 +1,243 @@
+"""Host checks of the OS and its kernels (pure): is the release supported, can DKMS build the
+nvidia module for every kernel that may boot, and is one built for the target driver."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from builder.facts import host as host_rules
+from builder.facts.oses import EOL_WARN_DAYS
+from builder.judgement.finding import Finding
+from builder.judgement.registry import check
+from builder.judgement.severity import BLOCK, OK, SKIP, WARN
+from builder.preflight.checks.common import (
+    has_nvidia,
+    nvidia_dkms_entries,
+    package_command,
+)
+from builder.preflight.host_state import HostState
+from builder.preflight.model import UpgradePlan
+
+
+@check("host.os", "host", reads=("os",))
+def os_support(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Is the OS one the rules know, EL-family, and supported (not near its end of life)?"""
+    if state.os is None:
+        out = state.out("os-release")
+        why = out.why() if out is not None else "not read"
+        return Finding(
+            cid,
+            WARN,
+            f"could not read /etc/os-release: {why}",
+            "check the host is Linux and /etc/os-release is readable",
+        )
+    known = host_rules.host_os_lifecycle(state.os.id, state.os.version_id)
+    if known is None:
+        names = ", ".join(o.name for o in host_rules.HOST_OSES)
+        return Finding(
+            cid,
+            WARN,
+            f"{state.os.pretty_name}: not an OS the rules know, so its "
+            f"end of life is unknown (known: {names})",
+            "add it to builder/facts/host.py HOST_OSES with its source",
+        )
+    src = (known.source,)
+    left = (known.eol - today).days
+    if known.family not in host_rules.RPM_FAMILIES:
+        return Finding(
+            cid,
+            WARN,
+            f"{state.os.pretty_name} is not a RHEL-family host: the kernel-"
+            "devel, DKMS and driver-stream checks assume EL9 (rpm, dnf)",
+            "run preflight on the EL hosts that will take the driver",
+            src,
+        )
+    if left < 0:
+        return Finding(
+            cid,
+            WARN,
+            f"{known.name} reached end of life on {known.eol}",
+            "move the host to a supported release before changing its driver",
+            src,
+        )
+    if left <= EOL_WARN_DAYS:
+        return Finding(
+            cid,
+            WARN,
+            f"{known.name} reaches end of life on {known.eol} ({left} days)",
+            "plan the OS upgrade; NVIDIA drops driver streams for EOL releases",
+            src,
+        )
+    return Finding(
+        cid, OK, f"{state.os.pretty_name} ({known.family}), supported until {known.eol}", "", src
+    )
+
+
+def _not_el(state: HostState) -> str:
+    """Why a host is not judged as EL, from its os-release."""
+    if state.os is None:
+        return "the OS is unknown (no /etc/os-release)"
+    like = f", ID_LIKE={state.os.id_like}" if state.os.id_like else ""
+    return f"not an EL host (os-release ID={state.os.id}{like})"
+
+
+def _installed_kernels(state: HostState) -> list[str]:
+    rpm = state.rpm
+    kernels = list(rpm.installed.get("kernel-core", ())) if rpm else []
+    for k in (state.kernel, state.default_kernel):
+        if k and k not in kernels:
+            kernels.append(k)
+    return kernels
+
+
+def _boot_kernels(state: HostState) -> list[str]:
+    return list(dict.fromkeys(k for k in (state.kernel, state.default_kernel) if k))
+
+
+@check("kernel.devel", "host", reads=("os", "packages"))
+def kernel_devel(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Has every kernel that may boot its kernel-devel, so DKMS can build the module?"""
+    src = (host_rules.KERNEL_DEVEL_SOURCE,)
+    if state.family != "el":
+        return Finding(cid, SKIP, f"{_not_el(state)}: kernel-devel is checked on EL hosts only")
+    if state.rpm is None:
+        out = state.out("rpm")
+        why = out.why() if out is not None else "not asked"
+        return Finding(
+            cid, WARN, f"an EL host where rpm gave nothing ({why})", "check the rpm database", src
+        )
+    devel = set(state.rpm.installed.get("kernel-devel", ()))
+    kernels = _installed_kernels(state)
+    boot = _boot_kernels(state)
+    lacking = [k for k in kernels if k not in devel]
+    boot_lacking = [k for k in lacking if k in boot]
+    headers = state.rpm.installed.get("kernel-headers", ())
+    desc = f"kernels {', '.join(kernels)}; kernel-devel for {', '.join(sorted(devel)) or 'none'}"
+    if headers:
+        desc += f"; kernel-headers {', '.join(headers)}"
+    if boot_lacking and has_nvidia(state, plan):
+        running = state.kernel in boot_lacking
+        fix = (
+            "dnf install kernel-devel-matched kernel-headers"
+            if running
+            else " ".join(["dnf install", *(f"kernel-devel-{k}" for k in boot_lacking)])
+        )
+        role = ", ".join(
+            f"{k} ({'running' if k == state.kernel else 'default for the next boot'})"
+            for k in boot_lacking
+        )
+        return Finding(
+            cid,
+            BLOCK,
+            f"no kernel-devel for {role}: DKMS cannot build the nvidia module for it ({desc})",
+            fix,
+            src,
+        )
+    if lacking:
+        return Finding(
+            cid,
+            WARN,
+            f"no kernel-devel for installed kernel(s) {', '.join(lacking)} "
+            f"(not booted by default): booting one of them leaves no nvidia module ({desc})",
+            " ".join(["dnf install", *(f"kernel-devel-{k}" for k in lacking)])
+            + " (or remove the old kernels)",
+            src,
+        )
+    return Finding(cid, OK, desc, "", src)
+
+
+def _covered(state: HostState, version: str, kernel: str) -> str | None:
+    """How the nvidia module `version` exists for `kernel` (DKMS or a kmod package), or None."""
+    for module, ver, k, st in nvidia_dkms_entries(state):
+        if ver == version and k == kernel and st in ("installed", "installed-weak"):
+            return f"{module}/{ver} {st} (DKMS)"
+    for pkg, drv, prefix in state.kmods:
+        if drv == version and kernel.startswith(prefix + "."):
+            return f"{pkg} (precompiled)"
+    return None
+
+
+@check("dkms.nvidia", "host", reads=("packages", "dkms"))
+def dkms_modules(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Is there an nvidia module (DKMS or precompiled) of the driver for every boot kernel?"""
+    src = (host_rules.DKMS_STATUS_SOURCE, host_rules.DKMS_MODULE_SOURCE)
+    out = state.out("dkms")
+    built = [
+        v for _, v, k, st in nvidia_dkms_entries(state) if k == state.kernel and st == "installed"
+    ]
+    version = (
+        str(plan.target) if plan.target else state.next_driver or (built[-1] if built else None)
+    )
+    if version is None:
+        return Finding(
+            cid,
+            SKIP,
+            "no NVIDIA driver loaded and no --target-driver: no module version to look for",
+            "",
+            src,
+        )
+    if out is not None and not out.ok and not state.kmods:
+        sev = WARN if out.missing else BLOCK
+        return Finding(
+            cid,
+            sev,
+            f"{out.why()}: cannot tell which kernels have an nvidia module"
+            + (" and NVIDIA's DKMS streams need dkms (EPEL)" if out.missing else ""),
+            package_command(state, "install", "dkms")
+            + (
+                " (from EPEL), or use NVIDIA's precompiled kmod streams"
+                if state.family == "el"
+                else ""
+            ),
+            src,
+        )
+    devel = set(state.rpm.installed.get("kernel-devel", ())) if state.rpm else set()
+    boot = _boot_kernels(state)
+    problems: list[str] = []
+    notes: list[str] = []
+    for kernel in _installed_kernels(state):
+        how = _covered(state, version, kernel)
+        role = (
+            "running"
+            if kernel == state.kernel
+            else ("next boot" if kernel == state.default_kernel else "installed")
+        )
+        if how is not None:
+            notes.append(f"{kernel} ({role}): {how}")
+        elif plan.target is not None and kernel in devel and out is not None and out.ok:
+            notes.append(
+                f"{kernel} ({role}): DKMS builds {version} at install (kernel-devel present)"
+            )
+        elif kernel in boot:
+            problems.append(
+                f"{kernel} ({role}) has no nvidia {version} module"
+                + ("" if kernel in devel else " and no kernel-devel to build one")
+            )
+        else:
+            notes.append(f"{kernel} ({role}): no nvidia {version} module (fallback kernel)")
+    broken = [
+        f"{m}/{v}: {st}"
+        for m, v, k, st in nvidia_dkms_entries(state)
+        if st in ("broken", "built", "added")
+    ]
+    if problems:
+        return Finding(
+            cid,
+            BLOCK,
+            "; ".join(problems) + (f" (other: {'; '.join(notes)})" if notes else ""),
+            "install kernel-devel for that kernel so DKMS builds the module (dkms "
+            "autoinstall -k KERNEL), or the precompiled kmod for it; "
+            "a reboot into it otherwise leaves the GPUs without a driver",
+            src,
+        )
+    if broken:
+        return Finding(
+            cid,
+            WARN,
+            f"DKMS holds unfinished nvidia entries: {', '.join(broken)}; " + "; ".join(notes),
+            "dkms remove MODULE/VERSION --all for stale entries, or dkms install them",
+            src,
+        )
+    if not notes:
+        return Finding(cid, SKIP, "no installed kernel found to check", "", src)
+    return Finding(cid, OK, "; ".join(notes), "", src)

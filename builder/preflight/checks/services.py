@@ -1,0 +1,240 @@
+"""Host checks of what loads or serves the driver (pure): Secure Boot and the DKMS signing key,
+nouveau, nvidia-persistenced and the fabric manager."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from builder.facts import host as host_rules
+from builder.judgement.finding import Finding
+from builder.judgement.registry import check
+from builder.judgement.severity import BLOCK, OK, SKIP, WARN
+from builder.preflight.checks.common import (
+    has_nvidia,
+    package_command,
+)
+from builder.preflight.host_state import HostState
+from builder.preflight.model import UpgradePlan
+
+
+@check("secureboot.mok", "host", reads=("dkms",))
+def secure_boot(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Under Secure Boot, will the firmware accept the modules DKMS signs?"""
+    srcs = (host_rules.DKMS_MOK_SOURCE, host_rules.SECURE_BOOT_REJECT_SOURCE)
+    out = state.out("sb-state")
+    if state.secure_boot is None:
+        why = out.why() if out is not None and not out.ok else "unrecognised output"
+        if not has_nvidia(state, plan):
+            return Finding(
+                cid, SKIP, f"Secure Boot state unknown ({why}); no NVIDIA driver to load"
+            )
+        return Finding(
+            cid,
+            WARN,
+            f"cannot tell whether Secure Boot is on ({why})",
+            package_command(state, "install", "mokutil") + ", then rerun",
+            srcs,
+        )
+    if state.secure_boot == "unsupported":
+        return Finding(cid, OK, "no Secure Boot (legacy BIOS or no EFI variables)", "", srcs)
+    if state.secure_boot == "disabled":
+        return Finding(cid, OK, "Secure Boot is disabled: unsigned modules load", "", srcs)
+    dkms = state.out("dkms")
+    uses_dkms = dkms is not None and dkms.ok
+    if not uses_dkms:
+        return Finding(
+            cid,
+            WARN,
+            "Secure Boot is enabled and no DKMS is in use: the precompiled "
+            "modules must be signed by a key the firmware or MOK trusts",
+            "check `mokutil --list-enrolled` holds the vendor key of the kmod packages",
+            srcs,
+        )
+    fix = (
+        f"enroll the DKMS key before the upgrade: mokutil --import {host_rules.DKMS_MOK_CERT}, "
+        "reboot and confirm in MokManager (otherwise modprobe fails with "
+        f'"{host_rules.SECURE_BOOT_REJECT}")'
+    )
+    enrolled = f" (enrolled keys: {'; '.join(state.mok_enrolled)})" if state.mok_enrolled else ""
+    if not state.mok_key_exists:
+        return Finding(
+            cid,
+            BLOCK,
+            f"Secure Boot is enabled and DKMS has no signing key at "
+            f"{host_rules.DKMS_MOK_CERT} yet: the key it makes at the next build is not "
+            f"enrolled, so the new module will not load{enrolled}",
+            "create the key first (dkms generate_mok) and " + fix,
+            srcs,
+        )
+    if state.mok_test == "not-enrolled":
+        return Finding(
+            cid,
+            BLOCK,
+            f"Secure Boot is enabled and the DKMS signing key "
+            f"{host_rules.DKMS_MOK_CERT} is not enrolled: DKMS-built modules will not "
+            f"load{enrolled}",
+            fix,
+            srcs,
+        )
+    if state.mok_test == "pending":
+        return Finding(
+            cid,
+            WARN,
+            f"the DKMS key {host_rules.DKMS_MOK_CERT} awaits enrolment at the next boot",
+            "reboot and confirm the key in MokManager before the upgrade",
+            srcs,
+        )
+    if state.mok_test == "enrolled":
+        return Finding(
+            cid,
+            OK,
+            f"Secure Boot is enabled and the DKMS key {host_rules.DKMS_MOK_CERT} is enrolled",
+            "",
+            srcs,
+        )
+    test = state.out("mok-test")
+    why = test.why() if test is not None and not test.ok else "unrecognised output"
+    return Finding(cid, WARN, f"cannot tell whether the DKMS key is enrolled ({why})", fix, srcs)
+
+
+@check("nouveau", "host", reads=("nouveau",))
+def nouveau(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Is nouveau kept off the GPUs (not loaded, and blacklisted)?"""
+    srcs = (host_rules.NOUVEAU_SOURCE,)
+    if not has_nvidia(state, plan):
+        return Finding(cid, SKIP, "no NVIDIA GPU or driver here", "", srcs)
+    fix = (
+        "write /etc/modprobe.d/blacklist-nouveau.conf with `blacklist nouveau` and `options "
+        "nouveau modeset=0`, run `dracut --force` and reboot"
+    )
+    if state.lsmod is None:
+        out = state.out("lsmod")
+        return Finding(
+            cid, WARN, f"cannot list loaded modules ({out.why() if out else '?'})", fix, srcs
+        )
+    if "nouveau" in state.lsmod:
+        return Finding(
+            cid, BLOCK, "nouveau is loaded: the nvidia module cannot take the GPUs", fix, srcs
+        )
+    if not state.blacklist.blacklisted:
+        return Finding(
+            cid,
+            WARN,
+            "nouveau is not loaded but not blacklisted either: a kernel or "
+            "initramfs update can bring it back",
+            fix,
+            srcs,
+        )
+    return Finding(
+        cid,
+        OK,
+        f"nouveau is not loaded and is blacklisted ({', '.join(state.blacklist.where)}"
+        + ("; modeset=0" if state.blacklist.modeset0 else "")
+        + ")",
+        "",
+        srcs,
+    )
+
+
+@check("persistenced", "host", reads=("services", "gpus"))
+def persistenced(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """Is nvidia-persistenced active and enabled (data center GPUs)?"""
+    srcs = (host_rules.PERSISTENCED_SOURCE,)
+    unit = host_rules.PERSISTENCED_UNIT
+    if not state.gpus:
+        return Finding(cid, SKIP, "no GPU visible", "", srcs)
+    if not any(g.source == "nvml" for g in state.gpus):
+        return Finding(cid, SKIP, "NVML lists no GPU: nothing for the daemon to hold", "", srcs)
+    if unit not in state.units:
+        out = state.out("systemctl")
+        why = out.why() if out is not None and not out.ok else "no answer for the unit"
+        return Finding(cid, WARN, f"cannot ask systemd about {unit} ({why})", "", srcs)
+    active, enabled = state.units[unit]
+    datacenter = any(g.datacenter for g in state.gpus)
+    fix = f"systemctl enable --now {unit}"
+    if active == "active" and enabled == "enabled":
+        return Finding(cid, OK, f"{unit} is active and enabled", "", srcs)
+    now = "not installed" if enabled == "not-found" else f"{active or '?'} and {enabled or '?'}"
+    return Finding(
+        cid,
+        WARN if datacenter else OK,
+        f"{unit} is {now}" + ("" if datacenter else " (optional without data center GPUs)"),
+        fix,
+        srcs,
+    )
+
+
+def _nvswitch(state: HostState) -> bool:
+    fabric = any(g.fabric_state and g.fabric_state.upper() != "N/A" for g in state.gpus)
+    switches = bool(state.pci and state.pci.nvswitches)
+    return fabric or switches
+
+
+@check("fabricmanager", "host", reads=("services", "packages"))
+def fabricmanager(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
+    """On NVSwitch systems, is the fabric manager the driver's exact version, and running?"""
+    srcs = (host_rules.FABRICMANAGER_SOURCE,)
+    unit = host_rules.FABRICMANAGER_UNIT
+    rpm_fm = state.rpm.installed.get(host_rules.FABRICMANAGER_PACKAGE, ()) if state.rpm else ()
+    if not _nvswitch(state) and not state.fm_version and not rpm_fm:
+        return Finding(
+            cid,
+            SKIP,
+            "no NVSwitch fabric (no fabric state in NVML, no NVSwitch on "
+            "PCI) and no fabric manager installed",
+            "",
+            srcs,
+        )
+    fm = state.fm_version or (rpm_fm[0].split("-")[0] if rpm_fm else None)
+    driver = state.next_driver
+    pkg = f"{host_rules.FABRICMANAGER_PACKAGE}-{plan.target or driver or '<driver>'}"
+    after = (
+        (
+            f"; upgrade it with the driver, in the same transaction, to exactly {plan.target} "
+            "(dnf module profile nvidia-driver:<stream>/fm)"
+        )
+        if plan.target
+        else ""
+    )
+    if fm is None:
+        return Finding(
+            cid,
+            BLOCK,
+            "NVSwitch system without nvidia-fabricmanager: CUDA cannot use the fabric",
+            f"dnf install {pkg} && systemctl enable --now {unit}",
+            srcs,
+        )
+    if driver and fm != driver:
+        return Finding(
+            cid,
+            BLOCK,
+            f"fabric manager {fm} != driver {driver}: it must be exactly the "
+            "driver's version (it refuses to start otherwise)",
+            f"dnf install {pkg}, then systemctl restart {unit}{after}",
+            srcs,
+        )
+    active, enabled = state.units.get(unit, ("unknown", "unknown"))
+    if active != "active":
+        active = "not installed as a service" if enabled == "not-found" else active
+        pending = state.reboot_pending and enabled == "enabled"
+        return Finding(
+            cid,
+            WARN if pending else BLOCK,
+            f"fabric manager {fm} is installed but {unit} is {active}"
+            + (
+                f"; it is enabled and matches {driver}, the driver after the pending reboot"
+                if pending
+                else ""
+            ),
+            "reboot (it starts with the matching module)"
+            if pending
+            else f"systemctl enable --now {unit}{after}",
+            srcs,
+        )
+    return Finding(
+        cid,
+        OK,
+        f"fabric manager {fm} matches the driver and is active",
+        after.removeprefix("; "),
+        srcs,
+    )

@@ -1,0 +1,69 @@
+"""Every preflight id is written once, in its `@check`: the id lists, the gather steps each check
+reads, the docs table and --help are read from the registry or held to it here."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from builder.cli import build_parser
+from builder.judgement.registry import ids, registered
+from builder.preflight import checks
+from builder.preflight.checks.reach import REACH_ID
+from builder.preflight.gather import STEPS
+from builder.preflight.impact import IMPACT_ID
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "preflight.md"
+
+
+def doc_table_ids() -> list[str]:
+    """The first column of the docs' check table (the one whose header starts `| id |`)."""
+    lines = DOCS.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| id | what it looks at"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        m = re.match(r"\| `([^`]+)` \|", line)
+        assert m, f"a check row without an id in backticks: {line[:60]}"
+        rows.append(m[1])
+    return rows
+
+
+def test_the_docs_table_lists_the_registered_ids_in_report_order() -> None:
+    assert doc_table_ids() == list(checks.CHECK_IDS)
+
+
+def test_the_id_list_is_the_registry_s() -> None:
+    host = ids("host")
+    assert host[0] == REACH_ID  # the connection comes first in every report
+    assert (*host, IMPACT_ID) == checks.CHECK_IDS
+    assert IMPACT_ID in ids("image")
+    assert len(set(checks.CHECK_IDS)) == len(checks.CHECK_IDS)
+
+
+def test_every_host_check_names_the_gather_steps_it_reads() -> None:
+    steps = {name for name, _ in STEPS}
+    for r in registered("host"):
+        if r.id == REACH_ID:
+            assert r.reads == ()  # judged from the connection, before any step runs
+            continue
+        assert r.reads, r.id
+        assert set(r.reads) <= steps, (r.id, set(r.reads) - steps)
+        assert checks.STEP_OF[r.id] == r.reads
+
+
+def test_a_check_registered_twice_is_refused() -> None:
+    from builder.judgement.registry import check
+
+    with pytest.raises(ValueError, match="registered twice"):
+        check("host.os", "host")(lambda: None)
+
+
+def test_help_lists_the_registered_ids(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["preflight", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "checks, in report order: " + ", ".join(checks.CHECK_IDS) in text
