@@ -11,7 +11,7 @@ from builder.check import ERROR, WARN, Finding, check_cell, violation
 from builder.commands.common import shared_options, workspace
 from builder.facts import torch_builds
 from builder.matrix.model import Cell, Excluded
-from builder.requirements import nvidia_require_cuda
+from builder.nvidia_require.write import nvidia_require_cuda
 
 
 def register(sub: Any) -> None:

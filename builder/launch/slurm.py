@@ -23,8 +23,8 @@ from builder.launch.request import (
     RUN_LABEL,
     TRAINER_LABEL,
     Directory,
-    HostFacts,
     LaunchError,
+    LaunchHost,
     Rendezvous,
     RunRequest,
     check_name,
@@ -119,7 +119,7 @@ def node_plan(job: SlurmJob) -> ContainerRun:
         for d in (job.data, job.ckpt)
         if d is not None
     }
-    host = HostFacts(
+    host = LaunchHost(
         engine="podman",
         rootless=not job.rootful,
         uid=job.uid,

@@ -13,7 +13,7 @@ from typing import Any
 from builder import labels as label_rules
 from builder.facts import cuda as cuda_rules
 from builder.matrix.model import Cell, Project
-from builder.requirements import nvidia_require_cuda
+from builder.nvidia_require.write import nvidia_require_cuda
 
 # /etc/os-release of each matrix OS: ID and the VERSION_ID prefix (each distribution's own
 # os-release, https://www.freedesktop.org/software/systemd/man/latest/os-release.html).

@@ -19,7 +19,7 @@ import pytest
 
 from builder import arches as coverage
 from builder.errors import TrainimgError
-from builder.requirements import parse as parse_requirement
+from builder.nvidia_require.syntax import parse_require
 from builder.verify.scan import parse_output, reader_argv
 
 P = "io.trainimg"
@@ -418,7 +418,7 @@ def test_nvidia_environment(facts: dict[str, Any], ctx: dict[str, Any], detail: 
             )
     req = config_env["NVIDIA_REQUIRE_CUDA"]
     try:
-        parse_requirement(req, strict=True)
+        parse_require(req, strict=True)
     except Exception as exc:  # a malformed requirement is the finding
         fail(f"NVIDIA_REQUIRE_CUDA does not parse: {exc}")
     expect = ctx["expect"]
