@@ -165,7 +165,8 @@ def _passthrough() -> list[str]:
     ]
 
 
-def render(job: SlurmJob) -> str:
+def render_sbatch(job: SlurmJob) -> str:
+    """The sbatch script for this job (templates/sbatch.sh.j2); LaunchError on a bad shape."""
     _check(job)
     plan = node_plan(job)
     if job.pyxis:
