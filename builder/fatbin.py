@@ -23,7 +23,9 @@ output and NVIDIA's cuobjdump on real libraries):
 
 This module imports only the standard library: `trainimg arches IMAGE` and `trainimg verify`
 run it, as a script, with the image's own Python inside the container, so a 1 GB library is
-read in place instead of being copied out.
+read in place instead of being copied out. That is also why it is one file of ~490 lines,
+over 400 lines: builder/verify/scan.py passes this file's text to `python -c`, so the ELF
+section finder, the container walk and the scan report must travel together.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 KIND_PTX = 1
 KIND_ELF = 2
 KIND_LTOIR = 8
-KINDS = {KIND_PTX: "ptx", KIND_ELF: "sass", KIND_LTOIR: "ltoir"}
+KIND_NAMES = {KIND_PTX: "ptx", KIND_ELF: "sass", KIND_LTOIR: "ltoir"}
 
 FLAG_64BIT = 0x1
 FLAG_DEBUG = 0x2
@@ -84,7 +86,7 @@ class CorruptFatbin(FatbinError):
 
 
 @dataclass(frozen=True)
-class Entry:
+class FatbinEntry:
     """One compiled target inside a fatbin container."""
 
     kind: str  # sass | ptx | ltoir | unknown-<n>
@@ -139,7 +141,7 @@ class LibraryScan:
     path: str
     section: str
     containers: int
-    entries: tuple[Entry, ...]
+    entries: tuple[FatbinEntry, ...]
 
     def names(self, kind: str) -> list[str]:
         return sorted({e.name for e in self.entries if e.kind == kind}, key=arch_key)
@@ -295,9 +297,9 @@ def _skip_padding(f: BinaryIO, offset: int, end: int) -> int:
     return end
 
 
-def _walk(f: BinaryIO, path: str, start: int, end: int) -> tuple[list[Entry], int]:
+def _walk(f: BinaryIO, path: str, start: int, end: int) -> tuple[list[FatbinEntry], int]:
     """Walk the containers in [start, end): every entry header, and the number of containers."""
-    entries: list[Entry] = []
+    entries: list[FatbinEntry] = []
     offset, index = start, 0
     while True:
         offset = _skip_padding(f, offset, end)
@@ -364,8 +366,8 @@ def _walk(f: BinaryIO, path: str, start: int, end: int) -> tuple[list[Entry], in
                     f"container's end at {cend}",
                 )
             entries.append(
-                Entry(
-                    kind=KINDS.get(kind, f"unknown-{kind}"),
+                FatbinEntry(
+                    kind=KIND_NAMES.get(kind, f"unknown-{kind}"),
                     arch=arch,
                     flags=flags,
                     container=index,

@@ -17,7 +17,7 @@ from builder import __version__
 from builder.facts import cuda as cuda_rules
 from builder.facts import torch_builds
 from builder.matrix.model import Cell, Project
-from builder.requirements import nvidia_require_cuda
+from builder.nvidia_require.write import nvidia_require_cuda
 
 PREFIX = "io.trainimg"
 # OCI's pre-defined annotation keys: github.com/opencontainers/image-spec, annotations.md.

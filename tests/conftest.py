@@ -143,7 +143,8 @@ def build_cell(
     """Build one cell with trainimg's builder through the podman engine (podman-py) from the
     wheelhouse, air-gapped; its `<project.repository>:<cell>` ref. Unchanged inputs make later
     sessions reuse the image (content-hash tag)."""
-    from builder.build import Builder, BuildOptions, plan_cells
+    from builder.build import Builder
+    from builder.build_plan import BuildOptions, plan_cells
     from builder.engines.podman import PodmanEngine
     from builder.workspace import open_workspace
 

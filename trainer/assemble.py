@@ -1,14 +1,13 @@
 """Build a run from its config: every check that can fail on input happens here, in an order
 that fails fast (precision → device → checkpoint dir → data → shapes) before the model exists.
+The checks themselves: machine.py (device, compiler, memory), resume.py (may this checkpoint
+continue this run); casting.py applies the precision plan to the model.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import os
 import re
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,18 +15,13 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    set_model_state_dict,
-    set_optimizer_state_dict,
-)
 
-from trainer import checkpoint, data, memory, precision, recompute
+from trainer import casting, checkpoint, data, machine, memory, precision, recompute, resume
 from trainer.config import RunConfig
 from trainer.distributed import Dist, wrap
 from trainer.errors import BadInput
-from trainer.fp8 import rules, te_backend, torchao_backend
-from trainer.fp8.layers import LayerChoice, plan_layers
+from trainer.fp8 import rules, torchao_backend
+from trainer.fp8.layers import LayerChoice
 from trainer.fp8.stats import Fp8Monitor
 from trainer.mfu import peak_for, peak_tflops
 from trainer.model import SIZES, Arch, Transformer, flops_per_token, resolve_arch
@@ -72,67 +66,6 @@ class Run:
     notes: list[str]  # warnings for the start of the run (resume fallbacks and overrides)
 
 
-def cpu_scaled_mm() -> bool:
-    """Whether this torch build runs torch._scaled_mm on the CPU (torch >= 2.13 does)."""
-    try:
-        a = torch.zeros(16, 16).to(torch.float8_e4m3fn)
-        one = torch.ones((), dtype=torch.float32)
-        torch._scaled_mm(a, a.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-    except (RuntimeError, NotImplementedError, AttributeError):
-        return False
-    return True
-
-
-def _check_device(plan: precision.Plan, device: torch.device) -> str:
-    """The device's name; BadInput when it cannot run this precision plan."""
-    if device.type == "cpu":
-        if plan.uses_fp8:
-            if plan.config.fp8_backend == "transformer_engine":
-                raise BadInput("fp8_backend transformer_engine runs on CUDA devices only")
-            if not cpu_scaled_mm():
-                raise BadInput(
-                    f"FP8 on the CPU needs torch._scaled_mm for CPU tensors (torch >= 2.13); "
-                    f"this is torch {torch.__version__}. Use --preset bf16"
-                )
-        return "cpu"
-    name = torch.cuda.get_device_name(device)
-    cc = torch.cuda.get_device_capability(device)
-    if plan.compute == torch.bfloat16 and cc < (8, 0):
-        raise BadInput(
-            f"bf16 needs compute capability 8.0 or newer; {name} has {cc[0]}.{cc[1]} "
-            f"(sm_{cc[0]}{cc[1]}). Use --preset fp16"
-        )
-    if plan.uses_fp8:
-        problem = rules.device_problem(name, cc, plan.config.fp8_recipe)
-        if problem:
-            raise BadInput(problem)
-    return name
-
-
-def has_compiler() -> bool:
-    return bool(os.environ.get("CC")) or any(shutil.which(cc) for cc in ("cc", "gcc", "clang"))
-
-
-def _use_compile(asked: bool | None, plan: precision.Plan, device: torch.device) -> bool:
-    """`train.compile` unset: on for FP8 on CUDA when a C compiler exists. torchao's FP8 casts
-    are separate kernels in eager mode and only fuse under torch.compile; users report eager
-    FP8 slower than BF16 (pytorch/ao#2262, pytorch/ao#1199)."""
-    if asked is not None:
-        return asked
-    return plan.uses_fp8 and device.type == "cuda" and has_compiler()
-
-
-def _check_compiler() -> None:
-    """torch.compile builds C code at run time (Inductor's CPU kernels, Triton's GPU launcher)."""
-    if has_compiler():
-        return
-    raise BadInput(
-        "train.compile needs a C compiler (Inductor's CPU kernels and Triton's launcher are "
-        "built at run time) and there is none on PATH (or in CC); use a devel image or drop "
-        "--compile"
-    )
-
-
 def _parse_fault(spec: str | None, steps: int) -> tuple[str, int] | None:
     if spec is None:
         return None
@@ -145,129 +78,15 @@ def _parse_fault(spec: str | None, steps: int) -> tuple[str, int] | None:
     return m.group(1), int(m.group(2))
 
 
-def _resume_changes(loaded: checkpoint.Loaded, cfg: RunConfig, seen: dict[str, Any]) -> list[str]:
-    """What differs between the checkpoint's run and this one, as `what: stored → now`."""
-    meta = loaded.meta
-    stored_cfg = meta["config"]
-    stored = {
-        "data": meta["data"],
-        "train.seed": stored_cfg["train"].get("seed"),
-        "train.batch_size": stored_cfg["train"].get("batch_size"),
-        "data.seq_len": meta.get("seq_len", seen["data.seq_len"]),
-        "world_size": meta["world_size"],
-    } | {f"precision.{k}": stored_cfg["precision"].get(k) for k in LAYERING_KEYS}
-    return [f"{key} {stored[key]} -> {seen[key]}" for key in stored if stored[key] != seen[key]]
-
-
-def _check_resume(
-    loaded: checkpoint.Loaded, arch: Arch, cfg: RunConfig, seen: dict[str, Any]
-) -> list[str]:
-    """BadInput when the checkpoint cannot continue this run; warnings when it may, by force."""
-    stored_arch = loaded.meta.get("arch")
-    if stored_arch != dataclasses.asdict(arch):
-        raise BadInput(
-            f"checkpoint {loaded.path} was written for model {stored_arch}, this run builds "
-            f"{dataclasses.asdict(arch)}; resume with the same model settings"
-        )
-    changes = _resume_changes(loaded, cfg, seen)
-    if not changes:
-        return []
-    if not cfg.checkpoint.resume_anyway:
-        raise BadInput(
-            f"checkpoint {loaded.path} comes from a different run ({'; '.join(changes)}): "
-            "continuing would not reproduce it. Resume with the same settings, or pass "
-            "--resume-anyway (e.g. to finish an FP8 run that overflowed in BF16)"
-        )
-    return [f"--resume-anyway: continuing {loaded.path} with {'; '.join(changes)}"]
-
-
-def _load_state(
-    loaded: checkpoint.Loaded,
-    model: nn.Module,
-    optimizer: AdamW,
-    scaler: torch.amp.GradScaler | None,
-) -> None:
-    full = StateDictOptions(full_state_dict=True)
-    try:
-        set_model_state_dict(model, loaded.state["model"], options=full)
-        set_optimizer_state_dict(model, optimizer, loaded.state["optimizer"], options=full)
-        if scaler is not None and loaded.state.get("scaler"):
-            scaler.load_state_dict(loaded.state["scaler"])
-    except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as exc:
-        raise BadInput(
-            f"checkpoint {loaded.path} does not fit this model ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else ''}); it is corrupt, or from another "
-            "trainer version"
-        ) from exc
-
-
-def _check_memory(need: memory.Estimate, d: Dist, recompute: str) -> None:
-    have, where = memory.available(d.device)
-    if have is not None and need.total > have:
-        raise BadInput(
-            f"this configuration needs about {need.describe()}, more than the "
-            f"{have / (1 << 30):.1f} GiB {where}: "
-            f"{memory.advice(d.mode, recompute)}. (train.memory_check false skips "
-            "this check)"
-        )
-
-
-def _weight_context(
-    plan: precision.Plan, fp8_modules: list[nn.Module], mode: str
-) -> Callable[[], Any]:
-    """Around each micro-batch's forward and backward (a recompute reads the weights again).
-    FSDP2 casts the parameters itself (MixedPrecisionPolicy.param_dtype)."""
-    cast = plan.master != plan.compute and plan.config.fp8_backend == "torchao"
-    if fp8_modules and cast and mode != "fsdp":
-        return lambda: torchao_backend.compute_weights(fp8_modules, plan.compute)
-    return contextlib.nullcontext
-
-
-def _forward_context(plan: precision.Plan, device: torch.device) -> Callable[[], Any]:
-    if plan.uses_fp8 and plan.config.fp8_backend == "transformer_engine":
-
-        def both() -> contextlib.ExitStack:
-            stack = contextlib.ExitStack()
-            stack.enter_context(precision.autocast(plan, device.type))
-            stack.enter_context(te_backend.autocast(plan))
-            return stack
-
-        return both
-    return lambda: precision.autocast(plan, device.type)
-
-
-def _apply_fp8(
-    core: Transformer, plan: precision.Plan, device: torch.device, all_gather: bool
-) -> list[LayerChoice]:
-    mode = plan.config.fp8_size_filter
-    use_filter = mode == "always" or (mode == "auto" and device.type == "cuda")
-    filter_fn = (
-        torchao_backend.size_filter(plan)
-        if use_filter and plan.config.fp8_backend == "torchao"
-        else None
-    )
-    choices = plan_layers(
-        core, plan.config.sensitive_layers, core.arch.n_layers, filter_fn, plan.config.fp8_recipe
-    )
-    names = {c.name for c in choices if c.fp8}
-    if names and plan.config.fp8_backend == "transformer_engine":
-        te_backend.convert(core, names, plan, device)
-    elif names:
-        torchao_backend.convert(
-            core, names, plan, emulate=device.type != "cuda", all_gather=all_gather
-        )
-    return choices
-
-
 def assemble(cfg: RunConfig, d: Dist) -> Run:
     """Check the config against the machine and the data, then build model and optimizer."""
     t = cfg.train
     plan = precision.resolve(cfg.precision)
     fault = _parse_fault(t.inject_fault, t.steps)
-    use_compile = _use_compile(t.compile, plan, d.device)
+    use_compile = machine.use_compile(t.compile, plan, d.device)
     if use_compile:
-        _check_compiler()
-    device_name = _check_device(plan, d.device)
+        machine.check_compiler()
+    device_name = machine.check_device(plan, d.device)
 
     ckpt_dir = checkpoint.prepare_dir(cfg.checkpoint.dir) if cfg.checkpoint.dir else None
     if ckpt_dir is not None and d.is_main:
@@ -322,7 +141,7 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
         recompute=t.activation_checkpointing,
     )
     if t.memory_check:
-        _check_memory(need, d, t.activation_checkpointing)
+        machine.check_memory(need, d, t.activation_checkpointing)
     seen: dict[str, Any] = {
         "data": source.fingerprint,
         "train.seed": t.seed,
@@ -331,7 +150,7 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
         "world_size": d.world,
     } | {f"precision.{k}": getattr(cfg.precision, k) for k in LAYERING_KEYS}
     if loaded is not None:
-        notes += _check_resume(loaded, arch, cfg, seen)
+        notes += resume.check_resume(loaded, arch, cfg, seen)
 
     torch.manual_seed(t.seed)
     core = Transformer(arch, activation_dtype=plan.activation).to(plan.master)
@@ -340,7 +159,7 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
         and plan.config.fp8_backend == "torchao"
         and torchao_backend.fsdp_float8_all_gather(plan, d.mode)
     )
-    fp8_layers = _apply_fp8(core, plan, d.device, all_gather) if plan.uses_fp8 else []
+    fp8_layers = casting.apply_fp8(core, plan, d.device, all_gather) if plan.uses_fp8 else []
     recompute.apply(core, t.activation_checkpointing)
     if use_compile:
         for block in core.blocks:
@@ -364,7 +183,7 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
         else None
     )
     if loaded is not None:
-        _load_state(loaded, model, optimizer, scaler)
+        resume.load_state(loaded, model, optimizer, scaler)
 
     fp8_names = [c.name for c in fp8_layers if c.fp8]
     monitor = None
@@ -394,8 +213,10 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
         scaler=scaler,
         fp8_layers=fp8_layers,
         fp8_monitor=monitor,
-        forward_context=_forward_context(plan, d.device),
-        weight_context=_weight_context(plan, [core.get_submodule(n) for n in fp8_names], d.mode),
+        forward_context=casting.forward_context(plan, d.device),
+        weight_context=casting.weight_context(
+            plan, [core.get_submodule(n) for n in fp8_names], d.mode
+        ),
         ckpt_dir=ckpt_dir,
         resume=loaded,
         lr=lr,

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from trainer import figure
-from trainer.loop import Outcome
 from trainer.mfu import mfu
+from trainer.outcome import Outcome
 from trainer.plot import Panel, Series, chart
 
 

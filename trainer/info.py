@@ -14,8 +14,8 @@ from typing import Any
 import torch
 
 from trainer import __version__
-from trainer.assemble import cpu_scaled_mm
 from trainer.fp8 import rules
+from trainer.machine import cpu_scaled_mm
 from trainer.mfu import peak_for
 from trainer.presets import PRESETS
 

@@ -2,89 +2,28 @@
 
 Per step the loop syncs with the device once (loss, grad norm and the stop flag travel
 together, all-reduced across ranks), which is what lets it stop on the very step a NaN
-appears, and lets every rank agree on when a signal stops the run.
+appears, and lets every rank agree on when a signal stops the run. The step itself is
+train_step.py, what a checkpoint holds train_state.py, --profile profiling.py; this module
+keeps the order of things per step and the records it logs.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
-import random
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_model_state_dict,
-    get_optimizer_state_dict,
-)
 
-from trainer import checkpoint, health, memory
+from trainer import checkpoint, health, profiling, train_state, train_step
 from trainer.assemble import Run
-from trainer.distributed import all_reduce, no_sync
-from trainer.errors import Interrupted, NumericalStop, OutOfMemory
-from trainer.fp8 import torchao_backend
+from trainer.distributed import all_reduce
+from trainer.errors import Interrupted, NumericalStop
 from trainer.metrics import Sink, Window, peak_memory_gb, train_line
 from trainer.mfu import mfu
+from trainer.outcome import Outcome
 from trainer.presets import LAYERING_KEYS
 from trainer.schedule import lr_at
 from trainer.signals import StopRequest
-
-
-@dataclass
-class Outcome:
-    """What a run did, for the summary record and for --compare (which asks for the curve)."""
-
-    status: str
-    step: int
-    first_loss: float | None = None
-    final_loss: float | None = None
-    losses: dict[int, float] = field(default_factory=dict)
-    eval_loss: float | None = None
-    peak_mem_gb: float = 0.0
-    tokens: int = 0
-    wall_s: float = 0.0
-    checkpoint: str | None = None
-    message: str | None = None
-    steady_steps: int = 0
-    steady_seconds: float = 0.0
-
-    def tokens_per_s(self, tokens_per_step: int) -> float | None:
-        """Tokens/s per device after the first step of this invocation (warm-up, compile)."""
-        if not self.steady_steps or self.steady_seconds <= 0:
-            return None
-        return tokens_per_step * self.steady_steps / self.steady_seconds
-
-
-def _rng_state() -> dict[str, Any]:
-    return {
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        "python": random.getstate(),
-    }
-
-
-def _set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
-    if state.get("cuda") and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-    version, internal, gauss = state["python"]
-    random.setstate((version, tuple(internal), gauss))
-
-
-def _plain(value: Any) -> Any:
-    """State with tensor subclasses unwrapped (torchao's MXFP8 weight wrapper keeps the real
-    tensor in `_data`), so `torch.load(weights_only=True)` can read the checkpoint."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    inner = getattr(value, "_data", None)
-    if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor and inner is not None:
-        return _plain(inner)
-    return value
 
 
 class Loop:
@@ -113,7 +52,7 @@ class Loop:
         if run.resume is not None:
             state = run.resume.state
             self.start_step = run.resume.step
-            _set_rng_state(state["rng"])
+            train_state.set_rng_state(state["rng"])
             self.spikes.load_state_dict(state.get("health", {}))
             for value in state.get("grad_norms", []):
                 self.grad_norms.add(float(value))
@@ -194,97 +133,18 @@ class Loop:
 
     def save_checkpoint(self, step: int) -> None:
         """Collective under FSDP2 (every rank gathers), written by rank 0 only."""
-        run = self.run
-        if run.ckpt_dir is None:
-            return
-        self._check_state_finite(step)
-        full = StateDictOptions(full_state_dict=True, cpu_offload=True)
-        model_sd = get_model_state_dict(run.model, options=full)
-        optim_sd = get_optimizer_state_dict(run.model, run.optimizer, options=full)
-        if not run.dist.is_main:
-            return
-        state = {
-            "model": _plain(model_sd),
-            "optimizer": _plain(optim_sd),
-            "scaler": run.scaler.state_dict() if run.scaler is not None else {},
-            "rng": _rng_state(),
-            "data_position": {"step": step, "samples": step * run.cfg.train.batch_size},
+        loop_state = {
             "health": self.spikes.state_dict(),
             "grad_norms": list(self.grad_norms.values),
             "skipped_steps": self.skipped_steps,
         }
-        meta = {
-            "config": run.cfg.to_dict(),
-            "arch": dataclasses.asdict(run.arch),
-            "data": run.source.fingerprint,
-            "world_size": run.dist.world,
-            "seq_len": run.seq_len,
-        }
-        path = checkpoint.save(run.ckpt_dir, step, state, meta, run.cfg.checkpoint.keep_last)
+        path = train_state.save(self.run, step, loop_state, self.outcome.checkpoint)
+        if path is None:
+            return
         self.outcome.checkpoint = str(path)
         self.sink.say(f"checkpoint {path}")
 
-    def _backward(self, step: int, lr: float, arm: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """Forward and backward over the micro-batches; returns (mean loss, grad norm)."""
-        run = self.run
-        accum = run.cfg.train.grad_accum
-        loss_sum = torch.zeros((), device=run.dist.device)
-        for group in run.optimizer.param_groups:
-            group["lr"] = lr
-        for micro in range(accum):
-            armed = arm and micro == 0 and run.fp8_monitor is not None
-            if armed:
-                assert run.fp8_monitor is not None
-                run.fp8_monitor.arm()
-            x, y = run.batches.train(step, micro)
-            with run.weight_context():
-                with no_sync(run.model, micro == accum - 1), run.forward_context():
-                    loss = run.model(x, y)
-                if run.fault is not None and run.fault[1] == step and run.fault[0] != "weight-nan":
-                    loss = loss * float(run.fault[0])
-                loss_sum += loss.detach().float()
-                scaled = loss / accum
-                (run.scaler.scale(scaled) if run.scaler is not None else scaled).backward()
-            if armed:
-                assert run.fp8_monitor is not None
-                run.fp8_monitor.disarm()
-        if run.scaler is not None:
-            run.scaler.unscale_(run.optimizer)
-        clip = run.cfg.train.grad_clip or float("inf")
-        norm = torch.nn.utils.clip_grad_norm_(self.params, clip, foreach=True)
-        full_tensor = getattr(norm, "full_tensor", None)
-        if callable(full_tensor):
-            norm = full_tensor()
-        return loss_sum / accum, norm.float()
-
     # -- the loop ------------------------------------------------------------------------
-
-    def _step_end(self, step: int, loss: float, grad_norm: float, measure: bool) -> None:
-        """Health checks and the optimizer step (skipped by the GradScaler on overflow)."""
-        run = self.run
-        run.optimizer.measure = measure
-        if run.scaler is None:
-            health.check_finite(step, loss, grad_norm)
-            run.optimizer.step()
-        else:
-            health.check_finite(step, loss, 0.0)
-            if not math.isfinite(grad_norm):
-                self.skipped_steps += 1
-            run.scaler.step(run.optimizer)
-            run.scaler.update()
-            scale = float(run.scaler.get_scale())
-            if scale < run.cfg.precision.loss_scale_floor:
-                raise NumericalStop(
-                    f"step {step}: loss scale fell to {scale:g}, below precision.loss_scale_floor "
-                    f"{run.cfg.precision.loss_scale_floor:g}: fp16 gradients keep overflowing"
-                )
-        run.optimizer.measure = False
-        if run.fp8_all_gather:
-            torchao_backend.precompute_scales(run.model)
-        run.optimizer.zero_grad(set_to_none=True)
-        if run.fault is not None and run.fault == ("weight-nan", step):
-            with torch.no_grad():
-                self.params[0].view(-1)[0] = float("nan")
 
     def _unchanged_frac(self) -> float | None:
         """The fraction of weight elements the last (measured) step left as they were."""
@@ -303,24 +163,6 @@ class Loop:
             self.warned_lost = True
         return frac
 
-    def _check_state_finite(self, step: int) -> None:
-        """A checkpoint of NaN weights would be a trap: every resume would start from it."""
-        run = self.run
-        tensors: list[torch.Tensor] = list(run.core.parameters())
-        for state in run.optimizer.state.values():
-            tensors += [v for v in state.values() if isinstance(v, torch.Tensor)]
-        local = [getattr(t, "to_local", lambda t=t: t)() for t in tensors]
-        bad = torch.stack([~torch.isfinite(t).all() for t in local if t.is_floating_point()])
-        count = all_reduce(bad.sum().float().to(run.dist.device)).item()
-        if count:
-            kept = self.outcome.checkpoint or "none was written yet"
-            raise NumericalStop(
-                f"step {step}: {int(count)} weight/optimizer tensor(s) hold NaN or Inf after the "
-                f"optimizer step, so no checkpoint was written (the last one is {kept}). Resume "
-                "from it with a lower lr, a BF16 preset (--forward-matmul bf16) or more layers "
-                "in precision.sensitive_layers."
-            )
-
     def _train(self) -> None:
         run, cfg = self.run, self.run.cfg
         t = cfg.train
@@ -334,12 +176,13 @@ class Loop:
             )
             log_now = step % cfg.log_interval == 0 or step == last
             try:
-                loss_t, norm_t = self._backward(step, lr, arm=log_now)
+                loss_t, norm_t = train_step.backward(run, self.params, step, lr, arm=log_now)
             except torch.OutOfMemoryError as exc:
-                raise self._out_of_memory(step, exc) from exc
-            loss, stop_votes = self._agree(loss_t)
+                raise train_step.out_of_memory(run, step, exc) from exc
+            loss, stop_votes = train_step.agree(run, self.stop, loss_t)
             grad_norm = norm_t.item()
-            self._step_end(step, loss, grad_norm, measure=log_now)
+            if train_step.optimizer_step(run, self.params, step, loss, grad_norm, measure=log_now):
+                self.skipped_steps += 1
             now = time.perf_counter()
             times.append(now - tick)
             tick = now
@@ -367,24 +210,6 @@ class Loop:
                 self.profiler.step()
             tick = time.perf_counter()  # checkpoint and eval time is not step time
 
-    def _out_of_memory(self, step: int, exc: Exception) -> OutOfMemory:
-        run = self.run
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "out of memory"
-        return OutOfMemory(
-            f"step {step}: out of memory on {run.device_name} ({first}); estimated "
-            f"{run.mem_estimate.describe()}: "
-            f"{memory.advice(run.dist.mode, run.cfg.train.activation_checkpointing)}"
-        )
-
-    def _agree(self, loss: torch.Tensor) -> tuple[float, float]:
-        """The mean loss over ranks and the number of ranks asked to stop (one all-reduce)."""
-        flag = 1.0 if self.stop.signum is not None else 0.0
-        if not self.run.dist.distributed:
-            return loss.item(), flag
-        shared = torch.stack([loss, torch.tensor(flag, device=loss.device)])
-        all_reduce(shared)
-        return shared[0].item() / self.run.dist.world, shared[1].item()
-
     def _account(self, step: int, loss: float, seconds: float) -> None:
         o = self.outcome
         if o.first_loss is None:
@@ -410,35 +235,10 @@ class Loop:
             f"signal {signum} at step {step}: {saved}; start again with --resume to continue",
         )
 
-    def _start_profiler(self) -> None:
-        """--profile N: torch.profiler over steps 3..N+2 (two warm-up steps first), written as a
-        Chrome/Perfetto trace (chrome://tracing, ui.perfetto.dev) per rank."""
-        n = self.run.cfg.metrics.profile_steps
-        if not n:
-            return
-        run = self.run
-        where = run.cfg.metrics.profile_dir or (str(run.ckpt_dir) if run.ckpt_dir else ".")
-        out = checkpoint.prepare_dir(where) / f"profile_rank{run.dist.rank}.json"
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if run.dist.device.type == "cuda":
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
-
-        def ready(prof: torch.profiler.profile) -> None:
-            prof.export_chrome_trace(str(out))
-            self.sink.say(f"profile: {n} step(s) traced into {out}")
-
-        self.profiler = torch.profiler.profile(
-            activities=activities,
-            schedule=torch.profiler.schedule(wait=1, warmup=1, active=n, repeat=1),
-            on_trace_ready=ready,
-            record_shapes=True,
-        )
-        self.profiler.start()
-
     def train(self) -> Outcome:
         """Run to train.steps (or stop_at); the summary record is written whatever happens."""
         started = time.perf_counter()
-        self._start_profiler()
+        self.profiler = profiling.start(self.run, self.sink)
         try:
             self._train()
             t = self.run.cfg.train

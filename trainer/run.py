@@ -12,8 +12,9 @@ from trainer.assemble import assemble
 from trainer.config import RunConfig, with_preset
 from trainer.distributed import Dist
 from trainer.errors import BadInput
-from trainer.loop import Loop, Outcome
+from trainer.loop import Loop
 from trainer.metrics import Sink
+from trainer.outcome import Outcome
 from trainer.signals import StopRequest
 
 

@@ -19,15 +19,8 @@ from rich.table import Table
 from rich.text import Text
 
 from builder import lock as lockfile
-from builder.build import (
-    Builder,
-    BuildOptions,
-    BuildsFailed,
-    Outcome,
-    Ui,
-    default_paths,
-    plan_cells,
-)
+from builder.build import Builder, BuildsFailed, Outcome, Ui
+from builder.build_plan import BuildOptions, default_paths, plan_cells
 from builder.commands.common import add_engine_options, shared_options, workspace
 from builder.engines.base import STEP_LINE, EngineError, EngineUnavailable, short_id
 from builder.engines.discover import HOW_TO_START, discover

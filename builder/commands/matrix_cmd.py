@@ -13,7 +13,7 @@ from builder.judgement.finding import Finding
 from builder.judgement.matrix import check_cell, violation
 from builder.judgement.severity import BLOCK, WARN
 from builder.matrix.model import Cell, Excluded
-from builder.requirements import nvidia_require_cuda
+from builder.nvidia_require.write import nvidia_require_cuda
 
 
 def register(sub: Any) -> None:

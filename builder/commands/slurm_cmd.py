@@ -14,7 +14,7 @@ from builder.atomic_file import atomic_write
 from builder.commands.common import shared_options
 from builder.commands.run_cmd import takes_trainer_args
 from builder.launch.request import LaunchError
-from builder.launch.slurm import DEFAULT_GRACE, DEFAULT_PORT, SlurmJob, render
+from builder.launch.slurm import DEFAULT_GRACE, DEFAULT_PORT, SlurmJob, render_sbatch
 from builder.verify.target import find_cell, load_workspace, resolve_image
 
 
@@ -95,7 +95,7 @@ def slurm_command(args: argparse.Namespace) -> int:
         uid=os.getuid(),
         gid=os.getgid(),
     )
-    text = render(job)
+    text = render_sbatch(job)
     if args.output is None:
         sys.stdout.write(text)
         return 0

@@ -31,6 +31,17 @@ def _rlimit(n: int) -> int:
     return n if n >= 0 else UNLIMITED
 
 
+# (ContainerRun field, SDK keyword) of the plain options both SDKs name alike: host settings
+# (docker: create_host_config) and container settings (docker: create_container)
+_HOST_OPTIONS = (("ipc", "ipc_mode"), ("shm_size", "shm_size"), ("userns", "userns_mode"))
+_CONTAINER_OPTIONS = (("user", "user"), ("hostname", "hostname"))
+
+
+def _set_options(run: ContainerRun, options: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """The options that are set, under their SDK keywords; an unset one keeps the default."""
+    return {keyword: getattr(run, field) for field, keyword in options if getattr(run, field)}
+
+
 def podman_kwargs(run: ContainerRun) -> dict[str, Any]:
     """podman-py `containers.create` keyword arguments for this plan (pure)."""
     kw: dict[str, Any] = {
@@ -48,18 +59,9 @@ def podman_kwargs(run: ContainerRun) -> dict[str, Any]:
     }
     if run.entrypoint is not None:
         kw["entrypoint"] = list(run.entrypoint)
-    if run.hostname:
-        kw["hostname"] = run.hostname
     if run.add_hosts:
         kw["extra_hosts"] = dict(run.add_hosts)
-    if run.ipc:
-        kw["ipc_mode"] = run.ipc
-    if run.shm_size:
-        kw["shm_size"] = run.shm_size
-    if run.userns:
-        kw["userns_mode"] = run.userns
-    if run.user:
-        kw["user"] = run.user
+    kw.update(_set_options(run, _HOST_OPTIONS + _CONTAINER_OPTIONS))
     if run.cdi_devices:
         kw["devices"] = list(run.cdi_devices)
     if run.security_opt:  # libpod takes SELinux options without the CLI's "label=" prefix
@@ -79,12 +81,7 @@ def docker_kwargs(run: ContainerRun) -> tuple[dict[str, Any], dict[str, Any]]:
     }
     if run.add_hosts:
         host["extra_hosts"] = dict(run.add_hosts)
-    if run.ipc:
-        host["ipc_mode"] = run.ipc
-    if run.shm_size:
-        host["shm_size"] = run.shm_size
-    if run.userns:
-        host["userns_mode"] = run.userns
+    host.update(_set_options(run, _HOST_OPTIONS))
     if run.security_opt:
         host["security_opt"] = list(run.security_opt)
     if run.gpu_request:
@@ -100,10 +97,7 @@ def docker_kwargs(run: ContainerRun) -> tuple[dict[str, Any], dict[str, Any]]:
     }
     if run.entrypoint is not None:
         create["entrypoint"] = list(run.entrypoint)
-    if run.user:
-        create["user"] = run.user
-    if run.hostname:
-        create["hostname"] = run.hostname
+    create.update(_set_options(run, _CONTAINER_OPTIONS))
     return create, host
 
 

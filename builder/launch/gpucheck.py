@@ -1,7 +1,7 @@
 """The part of preflight that `trainimg run` applies before starting: does this host's driver
 satisfy the image's NVIDIA_REQUIRE_CUDA? Podman's CDI path does not check it
 (builder/facts/host.py CDI_NO_REQUIRE_SOURCE), so a mismatch would otherwise surface as a CUDA
-error deep inside the trainer. Pure: the evaluator is builder/requirements.py."""
+error deep inside the trainer. Pure: the evaluator is builder/nvidia_require/admission.py."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-from builder import requirements
 from builder.engines.base import ImageInfo
 from builder.labels import DRIVER_MIN_LABEL
-from builder.launch.request import HostFacts
+from builder.launch.request import LaunchHost
+from builder.nvidia_require.admission import DriverFacts, evaluate
+from builder.nvidia_require.syntax import RequirementSyntaxError, parse_require
 
 REQUIRE = "NVIDIA_REQUIRE_CUDA"
 DRIVER_FILE = "/proc/driver/nvidia/version"
@@ -25,7 +26,7 @@ class DriverVerdict:
     applicable: bool = True
 
 
-def check_driver(image_ref: str, image: ImageInfo, host: HostFacts, gpus: bool) -> DriverVerdict:
+def check_driver(image_ref: str, image: ImageInfo, host: LaunchHost, gpus: bool) -> DriverVerdict:
     if not gpus:
         return DriverVerdict(True, "driver check: not applicable (--gpus none)", False)
     text = image.env.get(REQUIRE)
@@ -40,12 +41,12 @@ def check_driver(image_ref: str, image: ImageInfo, host: HostFacts, gpus: bool) 
             "install/load the driver, or run on the CPU with --gpus none",
         )
     try:
-        req = requirements.parse(text)
+        req = parse_require(text)
         driver = Version(host.driver)
-    except (requirements.RequirementSyntaxError, InvalidVersion) as exc:
+    except (RequirementSyntaxError, InvalidVersion) as exc:
         return DriverVerdict(False, f"cannot judge {REQUIRE} of {image_ref}: {exc}")
-    facts = requirements.HostFacts.for_driver(driver, host.gpus)
-    verdict = requirements.evaluate(req, facts)
+    facts = DriverFacts.for_driver(driver, host.gpus)
+    verdict = evaluate(req, facts)
     cuda = f"CUDA {facts.cuda}" if str(facts.cuda) != "0" else "an unknown CUDA version"
     if verdict.satisfied:
         how = " (through a forward-compatibility window)" if verdict.forward_compat_only else ""

@@ -13,10 +13,10 @@ from pathlib import Path
 from builder.facts import host as host_rules
 from builder.facts.host import CDI_SPEC_DIRS
 from builder.launch.gpucheck import DRIVER_FILE
-from builder.launch.request import Directory, HostFacts
+from builder.launch.request import Directory, LaunchHost
+from builder.nvidia_require.admission import VisibleGpu
 from builder.preflight import parsers
 from builder.preflight.host_gpus import catalogue_gpu
-from builder.requirements import Gpu
 
 SELINUX_ENFORCE = "/sys/fs/selinux/enforce"
 NVIDIA_GPUS = "/proc/driver/nvidia/gpus"
@@ -51,11 +51,11 @@ def cdi_devices(root: Path = Path("/")) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def nvidia(root: Path = Path("/")) -> tuple[str | None, tuple[Gpu, ...], int]:
+def nvidia(root: Path = Path("/")) -> tuple[str | None, tuple[VisibleGpu, ...], int]:
     """(driver, GPUs as libnvidia-container judges them, device count) from /proc."""
     text = _read(root / DRIVER_FILE.lstrip("/"))
     module = parsers.nvidia_version(text) if text else None
-    gpus: list[Gpu] = []
+    gpus: list[VisibleGpu] = []
     count = 0
     with contextlib.suppress(OSError):
         for entry in sorted((root / NVIDIA_GPUS.lstrip("/")).iterdir()):
@@ -64,7 +64,9 @@ def nvidia(root: Path = Path("/")) -> tuple[str | None, tuple[Gpu, ...], int]:
             m = _MODEL.search(info)
             cat = catalogue_gpu(m[1].strip(), None) if m else None
             if cat is not None:
-                gpus.append(Gpu(f"{cat.cc[0]}.{cat.cc[1]}", host_rules.libnvc_brand(cat.brand)))
+                gpus.append(
+                    VisibleGpu(f"{cat.cc[0]}.{cat.cc[1]}", host_rules.libnvc_brand(cat.brand))
+                )
     # an unidentified device makes per-GPU arch/brand terms unjudgeable: judge the driver alone
     known = tuple(gpus) if len(gpus) == count else ()
     return (module.version if module else None), known, count
@@ -84,9 +86,9 @@ def read_host(
     dirs: list[str],
     env: Mapping[str, str] | None = None,
     root: Path = Path("/"),
-) -> HostFacts:
+) -> LaunchHost:
     driver, gpus, count = nvidia(root)
-    return HostFacts(
+    return LaunchHost(
         engine=engine,
         rootless=rootless,
         uid=os.getuid(),

@@ -16,8 +16,8 @@ from builder.launch.request import (
     CKPT,
     DATA,
     Directory,
-    HostFacts,
     LaunchError,
+    LaunchHost,
     RunRequest,
 )
 
@@ -81,7 +81,7 @@ def passthrough_env(env: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-def _gpu_devices(req: RunRequest, host: HostFacts, notes: list[str]) -> tuple[str, ...]:
+def _gpu_devices(req: RunRequest, host: LaunchHost, notes: list[str]) -> tuple[str, ...]:
     """CDI device names for podman (nvidia.com/gpu=all or =0..N-1), as the spec lists them."""
     listed = [d for d in host.cdi_devices if d.startswith(f"{CDI_GPU}=")]
     where = " or ".join(CDI_SPEC_DIRS)
@@ -107,7 +107,7 @@ def _gpu_devices(req: RunRequest, host: HostFacts, notes: list[str]) -> tuple[st
     return wanted
 
 
-def gpus_in_container(req: RunRequest, host: HostFacts) -> int:
+def gpus_in_container(req: RunRequest, host: LaunchHost) -> int:
     if req.gpus == "none":
         return 0
     if req.gpus == "all":
@@ -117,7 +117,7 @@ def gpus_in_container(req: RunRequest, host: HostFacts) -> int:
 
 
 def _user(
-    req: RunRequest, host: HostFacts, image: ImageInfo, notes: list[str]
+    req: RunRequest, host: LaunchHost, image: ImageInfo, notes: list[str]
 ) -> tuple[str | None, str | None, int, int]:
     """(userns, user, uid, gid): who the trainer runs as, and that uid/gid as the host sees it
     (for the volume permission check)."""
@@ -170,7 +170,7 @@ def _check_dir(d: Directory | None, flag: str, uid: int, gid: int, write: bool) 
 
 
 def _mounts(
-    req: RunRequest, host: HostFacts, uid: int, gid: int, notes: list[str]
+    req: RunRequest, host: LaunchHost, uid: int, gid: int, notes: list[str]
 ) -> tuple[Mount, ...]:
     mounts = []
     shared = req.nnodes > 1
@@ -291,7 +291,7 @@ def check_image(req: RunRequest, image: ImageInfo) -> None:
         )
 
 
-def plan_run(req: RunRequest, host: HostFacts, image: ImageInfo) -> ContainerRun:
+def plan_run(req: RunRequest, host: LaunchHost, image: ImageInfo) -> ContainerRun:
     check_request(req)
     check_image(req, image)
     notes: list[str] = []

@@ -1,6 +1,6 @@
 """What the user asked `trainimg run` for, and what this host looks like: the planner's inputs.
 
-Both are plain data: hostfacts.py fills HostFacts from the host, tests fill it by hand.
+Both are plain data: hostfacts.py fills LaunchHost from the host, tests fill it by hand.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from builder.errors import TrainimgError
-from builder.requirements import Gpu
+from builder.nvidia_require.admission import VisibleGpu
 
 DATA = "/data"
 CKPT = "/ckpt"
@@ -133,7 +133,7 @@ class Directory:
 
 
 @dataclass(frozen=True)
-class HostFacts:
+class LaunchHost:
     engine: str  # podman | docker
     rootless: bool  # the engine runs without root (podman rootless: --userns=keep-id)
     uid: int  # the caller
@@ -142,6 +142,6 @@ class HostFacts:
     cdi_devices: tuple[str, ...] = ()  # fully qualified: nvidia.com/gpu=0, nvidia.com/gpu=all
     gpu_count: int = 0  # NVIDIA devices the driver lists
     driver: str | None = None  # the loaded NVIDIA kernel module's version
-    gpus: tuple[Gpu, ...] = ()  # as libnvidia-container would judge them (arch, brand)
+    gpus: tuple[VisibleGpu, ...] = ()  # as libnvidia-container would judge them (arch, brand)
     env: Mapping[str, str] = field(default_factory=dict)  # the caller's environment
     dirs: Mapping[str, Directory] = field(default_factory=dict)  # --data / --ckpt, stat()ed

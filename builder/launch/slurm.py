@@ -21,8 +21,8 @@ from builder.launch import cli_line
 from builder.launch.plan import ContainerRun, plan_run
 from builder.launch.request import (
     Directory,
-    HostFacts,
     LaunchError,
+    LaunchHost,
     Rendezvous,
     RunRequest,
     check_name,
@@ -117,7 +117,7 @@ def node_plan(job: SlurmJob) -> ContainerRun:
         for d in (job.data, job.ckpt)
         if d is not None
     }
-    host = HostFacts(
+    host = LaunchHost(
         engine="podman",
         rootless=not job.rootful,
         uid=job.uid,
@@ -163,7 +163,8 @@ def _passthrough() -> list[str]:
     ]
 
 
-def render(job: SlurmJob) -> str:
+def render_sbatch(job: SlurmJob) -> str:
+    """The sbatch script for this job (templates/sbatch.sh.j2); LaunchError on a bad shape."""
     _check(job)
     plan = node_plan(job)
     if job.pyxis:

@@ -1,7 +1,7 @@
 """`trainimg compat` (pure): will this image run on that driver and GPU, without a host?
 
 The same evaluator and rules as preflight's image impact (builder.preflight.impact.judge and
-builder.requirements): one image, one driver, one GPU described by name, compute capability
+builder.nvidia_require): one image, one driver, one GPU described by name, compute capability
 and/or brand. The answer lists, per requirement, the term that decided it.
 """
 
@@ -16,11 +16,12 @@ from builder.facts import gpus as gpu_rules
 from builder.facts import host as host_rules
 from builder.facts.driver_version import DriverVersion
 from builder.judgement.severity import SKIP
+from builder.nvidia_require.admission import DriverFacts, VisibleGpu, evaluate, libnvc_message
+from builder.nvidia_require.syntax import parse_require
 from builder.preflight.host_gpus import HostGpu, catalogue_gpu
 from builder.preflight.images import ImageRecord
 from builder.preflight.impact import STATUS_SEVERITY, ImageVerdict, judge_image
 from builder.preflight.report import exit_code_of
-from builder.requirements import Gpu, HostFacts, evaluate, libnvc_message, parse
 
 
 class CompatError(TrainimgError):
@@ -107,12 +108,12 @@ def answer(image: ImageRecord, driver: DriverVersion, gpu: HostGpu | None) -> An
     gpus = [gpu] if gpu is not None else []
     flavour = "open" if gpu is not None and gpu.needs_open_modules else None
     verdict = judge_image(image, driver, flavour, gpus)
-    facts = HostFacts.for_driver(
-        driver, tuple(Gpu(g.cc_text if g.cc else "0.0", g.libnvc_brand) for g in gpus)
+    facts = DriverFacts.for_driver(
+        driver, tuple(VisibleGpu(g.cc_text if g.cc else "0.0", g.libnvc_brand) for g in gpus)
     )
     terms = []
     for text in image.requirements:
-        v = evaluate(parse(text), facts)
+        v = evaluate(parse_require(text), facts)
         if v.satisfied:
             term = next((t for t in v.matched if t is not None), None)
             terms.append(

@@ -17,8 +17,9 @@ from packaging.version import InvalidVersion, Version
 
 from builder import labels as lab
 from builder.labels import ARCH_LIST_LABEL, CELL_LABEL, CUDA_LABEL, DRIVER_MIN_LABEL
+from builder.nvidia_require.image_env import collect, disable_require
+from builder.nvidia_require.write import nvidia_require_cuda
 from builder.preflight.parsers import LocalImage
-from builder.requirements import collect, disable_require, nvidia_require_cuda
 from builder.workspace import Workspace
 
 
@@ -58,9 +59,10 @@ REQUIREMENT_ERROR = "error: "
 
 
 def requirements_from_env(env: dict[str, str]) -> tuple[tuple[str, ...], str]:
-    """What nvidia-container-toolkit's GetRequirements collects (builder.requirements.collect),
-    judged even when NVIDIA_DISABLE_REQUIRE is set (the flag is kept apart, see ImageRecord):
-    the image still needs what it asks for, only the hook stops checking it."""
+    """What nvidia-container-toolkit's GetRequirements collects
+    (builder.nvidia_require.image_env.collect), judged even when NVIDIA_DISABLE_REQUIRE is set
+    (the flag is kept apart, see ImageRecord): the image still needs what it asks for, only the
+    hook stops checking it."""
     got = collect({k: v for k, v in env.items() if k != "NVIDIA_DISABLE_REQUIRE"})
     if got.error:
         return (), f"{REQUIREMENT_ERROR}{got.error}"

@@ -2,7 +2,7 @@
 driver for this host's GPUs.
 
 Three layers, in order:
-1. NVIDIA_REQUIRE_* with libnvidia-container's semantics (builder.requirements): per GPU, the
+1. NVIDIA_REQUIRE_* with libnvidia-container's semantics (builder.nvidia_require): per GPU, the
    brand as libnvidia-container sees it, the arch, the driver and the CUDA it supports. Under
    CDI nobody enforces this, so preflight does.
 2. What the label cannot say: forward compatibility works on data center GPUs only (804 on
@@ -28,16 +28,10 @@ from builder.judgement.finding import Finding
 from builder.judgement.registry import check
 from builder.judgement.severity import BLOCK, OK, SKIP, WARN, Severity
 from builder.labels import ARCH_LIST_LABEL, DRIVER_MIN_LABEL
+from builder.nvidia_require.admission import DriverFacts, VisibleGpu, evaluate
+from builder.nvidia_require.syntax import RequireTerm, parse_require, problem
 from builder.preflight.host_gpus import HostGpu
 from builder.preflight.images import ImageRecord
-from builder.requirements import (
-    Gpu,
-    HostFacts,
-    Term,
-    evaluate,
-    parse,
-    problem,
-)
 
 OK_, MVC, FWD, BROKEN = "ok", "mvc", "fwd-compat", "broken"
 CPU, NO_DRIVER, UNKNOWN = "cpu", "no-driver", "unknown"
@@ -101,8 +95,8 @@ class Row:
         }
 
 
-def _req_gpu(g: HostGpu) -> Gpu:
-    return Gpu(g.cc_text if g.cc else "0.0", g.libnvc_brand)
+def _req_gpu(g: HostGpu) -> VisibleGpu:
+    return VisibleGpu(g.cc_text if g.cc else "0.0", g.libnvc_brand)
 
 
 def _cuda_minor(image: ImageRecord) -> str | None:
@@ -135,7 +129,7 @@ def judge_image(
     notes: list[str] = []
     status = OK_
     branch = driver.major
-    facts = HostFacts.for_driver(driver, tuple(_req_gpu(g) for g in gpus), cuda)
+    facts = DriverFacts.for_driver(driver, tuple(_req_gpu(g) for g in gpus), cuda)
     if not gpus:
         notes.append(
             "no GPU visible: judged as libnvidia-container does without one (brand and "
@@ -145,7 +139,7 @@ def judge_image(
     if image.requirement_error:
         broken.append(f"requirement error: {image.requirement_error}")
     for text in image.requirements:
-        req = parse(text)
+        req = parse_require(text)
         verdict = evaluate(req, facts)
         if verdict.undecided and not verdict.satisfied:
             status = UNKNOWN
@@ -189,7 +183,7 @@ def judge_image(
                 )
             continue
         if verdict.forward_compat_only:
-            pairs: list[tuple[HostGpu | None, Term | None]] = list(
+            pairs: list[tuple[HostGpu | None, RequireTerm | None]] = list(
                 zip(gpus, verdict.matched, strict=False)
             ) or [(None, verdict.matched[0])]
             for gpu, term in pairs:

@@ -12,7 +12,7 @@ from builder import labels as label_rules
 from builder.facts import cuda as cuda_rules
 from builder.facts.oses import DISTROS
 from builder.matrix.model import Cell, Project
-from builder.requirements import nvidia_require_cuda
+from builder.nvidia_require.write import nvidia_require_cuda
 from builder.trainer_version import TrainerVersionError, trainer_version
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from builder import lock
-from builder.build import Builder, BuildOptions, Outcome, Plan, plan_cells
+from builder.build import Builder, Outcome
+from builder.build_plan import BuildOptions, BuildPlan, plan_cells
 from builder.engines.base import BuildFailed, EngineError
 from builder.errors import TrainimgError
 from builder.matrix.model import Cell
@@ -61,7 +62,7 @@ class Run:
         args.update(kw)
         return BuildOptions(**args)  # type: ignore[arg-type]
 
-    def plans(self, cells: list[Cell] | None = None, **kw: object) -> list[Plan]:
+    def plans(self, cells: list[Cell] | None = None, **kw: object) -> list[BuildPlan]:
         cells = cells or [self.ws.cell(CPU_CELL)]
         return plan_cells(self.ws, cells, FakeEngine(self.store), self.opts(**kw))
 

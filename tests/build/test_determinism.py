@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.build import Builder, BuildOptions, plan_cells
+from builder.build import Builder
+from builder.build_plan import BuildOptions, plan_cells
 from builder.engines.base import Engine
 from builder.workspace import open_workspace
 from tests.build.helpers import CPU_CELL, REPO

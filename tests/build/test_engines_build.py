@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from builder import lock
-from builder.build import Builder, BuildOptions, Outcome, Plan, plan_cells
+from builder.build import Builder, Outcome
+from builder.build_plan import BuildOptions, BuildPlan, plan_cells
 from builder.engines.base import BuildFailed, Engine, RunSpec
 from builder.engines.docker import DockerEngine
 from builder.engines.podman import PodmanEngine
@@ -51,7 +52,7 @@ def engine_url(kind: str, request: pytest.FixtureRequest) -> str:
 
 def build_cell(
     connect: Callable[[], Engine], opts: BuildOptions
-) -> tuple[Plan, Outcome, RecordingUi]:
+) -> tuple[BuildPlan, Outcome, RecordingUi]:
     ws = open_workspace(REPO / "matrix.yaml")
     engine = connect()
     try:
@@ -69,11 +70,11 @@ class Built:
     kind: str
     connect: Callable[[], Engine]
     opts: BuildOptions
-    plan: Plan
+    plan: BuildPlan
     outcome: Outcome
     lines: list[str]
 
-    def build(self, **kw: object) -> tuple[Plan, Outcome, RecordingUi]:
+    def build(self, **kw: object) -> tuple[BuildPlan, Outcome, RecordingUi]:
         """The same cell again (no force), with `kw` changed."""
         return build_cell(self.connect, dataclasses.replace(self.opts, force=False, **kw))  # type: ignore[arg-type]
 

@@ -1,9 +1,9 @@
-"""builder.requirements against an independent reference: libnvidia-container's `src/cli/dsl.c`
+"""builder.nvidia_require against an independent reference: libnvidia-container's `src/cli/dsl.c`
 and the rule functions of `src/cli/configure.c`, transcribed below statement by statement in
 their C style (strsep, strcspn/strspn, strncmp, strtoumax, a 128-byte snprintf buffer).
 
 The reference is written from the C source (NVIDIA/libnvidia-container, read through the
-project's search tool), not from builder.requirements, and deliberately keeps the C structure:
+project's search tool), not from builder.nvidia_require, and deliberately keeps the C structure:
 pointer walks over the string, a `ret` carried across terms. Generated predicates mix NVIDIA's
 real terms with every edge the grammar has; both evaluators must agree on every one.
 """
@@ -17,7 +17,8 @@ import pytest
 from packaging.version import Version
 
 from builder.facts.driver_version import DriverVersion
-from builder.requirements import Gpu, HostFacts, evaluate, parse
+from builder.nvidia_require.admission import DriverFacts, VisibleGpu, evaluate
+from builder.nvidia_require.syntax import parse_require
 
 UINTMAX_MAX = 2**64 - 1
 EXPR_MAX = 128
@@ -283,8 +284,8 @@ HOST_DEVICES = [("9.0", "unknown"), ("8.9", "geforce"), ("7.0", "Tesla"), ("10.0
 
 
 def ours(text: str, driver: str, cuda: str, dev: tuple[str, str] | None) -> str:
-    gpus = (Gpu(dev[0], dev[1]),) if dev else ()
-    verdict = evaluate(parse(text), HostFacts(DriverVersion(driver), Version(cuda), gpus))
+    gpus = (VisibleGpu(dev[0], dev[1]),) if dev else ()
+    verdict = evaluate(parse_require(text), DriverFacts(DriverVersion(driver), Version(cuda), gpus))
     if verdict.invalid is not None:
         return "invalid"
     return "ok" if verdict.satisfied else "unsatisfied"

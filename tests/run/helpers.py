@@ -7,10 +7,10 @@ from typing import Any
 
 from builder.engines.base import ImageInfo
 from builder.labels import DRIVER_MIN_LABEL, TRAINER_VERSION_LABEL
-from builder.launch.request import Directory, HostFacts, RunRequest
+from builder.launch.request import Directory, LaunchHost, RunRequest
 
 IMAGE = "localhost/trainimg:rocky9-cu128-py3.12-torch2.9.1-runtime"
-# NVIDIA_REQUIRE_CUDA as builder/requirements.nvidia_require_cuda writes it for CUDA 12.8
+# NVIDIA_REQUIRE_CUDA as builder/nvidia_require/write.nvidia_require_cuda writes it for CUDA 12.8
 REQUIRE_128 = "cuda>=12.8 brand=tesla,driver>=470,driver<471 brand=tesla,driver>=535,driver<536"
 
 
@@ -30,7 +30,7 @@ def image(**over: Any) -> ImageInfo:
     return ImageInfo(**base)
 
 
-def host(**over: Any) -> HostFacts:
+def host(**over: Any) -> LaunchHost:
     base: dict[str, Any] = {
         "engine": "podman",
         "rootless": True,
@@ -45,7 +45,7 @@ def host(**over: Any) -> HostFacts:
         },
     }
     base.update(over)
-    return HostFacts(**base)
+    return LaunchHost(**base)
 
 
 def request(**over: Any) -> RunRequest:

@@ -20,7 +20,7 @@ from builder.launch.request import (
     parse_gpus,
     parse_rdzv,
 )
-from builder.requirements import Gpu
+from builder.nvidia_require.admission import VisibleGpu
 from tests.run.helpers import IMAGE, host, image, request
 
 FIXTURES = Path(__file__).resolve().parents[1] / "preflight" / "fixtures"
@@ -182,10 +182,14 @@ def test_driver_check() -> None:
     img = image()
     ok = check_driver(IMAGE, img, host(driver="570.124.06"), gpus=True)
     assert ok.ok and "satisfies" in ok.message
-    old = check_driver(IMAGE, img, host(driver="535.54.03", gpus=(Gpu("8.9", "geforce"),)), True)
+    old = check_driver(
+        IMAGE, img, host(driver="535.54.03", gpus=(VisibleGpu("8.9", "geforce"),)), True
+    )
     assert not old.ok and "does not satisfy" in old.message and "570.124.06" in old.message
     # a Tesla-brand GPU on the 535 branch is admitted by the forward-compatibility window
-    fwd = check_driver(IMAGE, img, host(driver="535.54.03", gpus=(Gpu("9.0", "tesla"),)), True)
+    fwd = check_driver(
+        IMAGE, img, host(driver="535.54.03", gpus=(VisibleGpu("9.0", "tesla"),)), True
+    )
     assert fwd.ok and "forward-compatibility" in fwd.message
     none = check_driver(IMAGE, img, host(driver=None), gpus=True)
     assert not none.ok and "--gpus none" in none.message

@@ -17,7 +17,7 @@ import pytest
 
 from builder import cli
 from builder.launch.request import LaunchError
-from builder.launch.slurm import SlurmJob, render
+from builder.launch.slurm import SlurmJob, render_sbatch
 from tests.run.conftest import REPO, free_port, shared_dir
 
 GOLDEN = REPO / "tests" / "data" / "golden" / "slurm"
@@ -61,7 +61,7 @@ SHAPES = {
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_golden(shape: str) -> None:
-    text = render(SHAPES[shape])
+    text = render_sbatch(SHAPES[shape])
     path = GOLDEN / f"{shape}.sbatch"
     if os.environ.get("TRAINIMG_UPDATE_GOLDEN"):
         path.write_text(text)
@@ -82,11 +82,11 @@ def test_bash_and_shellcheck(shape: str) -> None:
 
 
 def test_what_the_script_promises() -> None:
-    text = render(SHAPES["2x8-podman"])
+    text = render_sbatch(SHAPES["2x8-podman"])
     assert "#SBATCH --signal=TERM@120" in text and "--stop-timeout 120" in text
     assert "scontrol show hostnames" in text and "--device nvidia.com/gpu=all" in text
     assert '--node-rank="$SLURM_NODEID"' in text and "--nproc-per-node=8" in text
-    pyxis = render(SHAPES["2x4-pyxis"])
+    pyxis = render_sbatch(SHAPES["2x4-pyxis"])
     assert "--container-image=registry.example.com#trainimg:rocky9-cu128" in pyxis
     assert "podman" not in pyxis.split("set -euo pipefail")[1]
 
@@ -103,7 +103,7 @@ def test_what_the_script_promises() -> None:
 def test_bad_input(change: dict[str, Any], says: str) -> None:
     base = SHAPES["2x8-podman"].__dict__ | change
     with pytest.raises(LaunchError, match=says.replace("(", r"\(")):
-        render(SlurmJob(**base))
+        render_sbatch(SlurmJob(**base))
 
 
 def test_cli_writes_the_script(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -156,7 +156,7 @@ def test_script_runs_two_cpu_nodes_under_a_fake_srun(
     ckpt = shared_dir(tmp_path / "ckpt")
     script = tmp_path / "job.sbatch"
     script.write_text(
-        render(
+        render_sbatch(
             SlurmJob(
                 image=run_image,
                 cell="cpu",

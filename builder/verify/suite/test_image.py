@@ -43,7 +43,7 @@ from builder.labels import (
     TORCH_LABEL,
     TRAINER_VERSION_LABEL,
 )
-from builder.requirements import parse as parse_requirement
+from builder.nvidia_require.syntax import parse_require
 from builder.verify.scan import parse_output, reader_argv
 
 TRAIN_TIMEOUT = 900  # seconds per preset; coreutils `timeout` inside the container
@@ -479,7 +479,7 @@ def test_nvidia_environment(facts: dict[str, Any], ctx: dict[str, Any], detail: 
             )
     req = config_env["NVIDIA_REQUIRE_CUDA"]
     try:
-        parse_requirement(req, strict=True)
+        parse_require(req, strict=True)
     except Exception as exc:  # a malformed requirement is the finding
         fail(f"NVIDIA_REQUIRE_CUDA does not parse: {exc}")
     expect = ctx["expect"]

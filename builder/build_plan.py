@@ -1,0 +1,154 @@
+"""What a build of some cells will do, decided before any build starts (bad input fails here).
+
+Per cell: the rendered Containerfile (refused if it drifted from matrix.yaml), the base image
+(present, pulled now, or made locally), the wheelhouse closure, the build context and its
+content hash, and the two tags. builder/build.py carries a plan out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from builder import lock as lockfile
+from builder.build_context import BuildContext, assemble
+from builder.engines.base import Engine, ImageInfo
+from builder.errors import TrainimgError
+from builder.labels import BUILD_HASH_LABEL, TRAINER_VERSION_LABEL
+from builder.matrix.model import Cell
+from builder.registry.auth import refuse_credentials_in_buildargs
+from builder.registry.pull import pull_base
+from builder.render import render_all
+from builder.trainer_version import trainer_version
+from builder.wheelhouse import Selection, select
+from builder.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    repository: str | None = None  # default: project.repository
+    wheelhouse: Path | None = None
+    network: str | None = None  # default: "none" (every wheel comes from the wheelhouse)
+    pull: bool = False
+    buildargs: Mapping[str, str] = field(default_factory=dict)
+    nocache: bool = False
+    force: bool = False  # build even when the content-hash tag exists
+    jobs: int = 1
+    trainer_dir: Path | None = None  # default: <root>/trainer
+    lock_path: Path | None = None  # default: <root>/images/lock.json
+    work_dir: Path | None = None  # context tarballs; default: <root>/.cache/build
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    cell: Cell
+    context: BuildContext
+    buildargs: Mapping[str, str]
+    labels: Mapping[str, str]
+    network: str | None
+    pull: bool
+    cell_tag: str
+    hash_tag: str
+    base_ref: str
+    base: ImageInfo | None
+    wheelhouse: Selection
+
+    @property
+    def content_hash(self) -> str:
+        return self.context.content_hash
+
+
+def _check_drift(ws: Workspace, cells: Sequence[Cell]) -> dict[str, str]:
+    outputs = render_all(ws.root, tuple(cells), ws.matrix.project)
+    texts = {}
+    for rel, text in outputs.items():
+        path = ws.root / rel
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            raise TrainimgError(
+                f"{rel} differs from a fresh render of matrix.yaml and the templates: "
+                "run `trainimg render` (and commit it) before building"
+            )
+        texts[rel.parent.name] = text
+    return texts
+
+
+def _base(engine: Engine, cell: Cell, pull: bool) -> tuple[ImageInfo | None, bool]:
+    """The base image (None when it will be pulled) and whether this cell's build pulls."""
+    ref = cell.os.base_ref
+    present = engine.image_exists(ref)
+    if cell.os.local:
+        if not present:
+            raise TrainimgError(
+                f"cell {cell.name}: base image {ref} is not in the engine's store; it is made "
+                "locally, not pulled: run `trainimg base` (debootstrap -> podman import) "
+                "against the same engine store"
+            )
+        return engine.inspect_image(ref), False
+    if pull:  # pulled now, by trainimg with the registry's credentials; the build never pulls
+        pull_base(engine, ref, cell.name)
+        return engine.inspect_image(ref), False
+    if not present:
+        raise TrainimgError(
+            f"cell {cell.name}: base image {ref} is not in the engine's store: pass --pull to "
+            "fetch it from its registry (an air-gapped site loads it with `podman load` first)"
+        )
+    return engine.inspect_image(ref), False
+
+
+def plan_cells(
+    ws: Workspace, cells: Sequence[Cell], engine: Engine, opts: BuildOptions
+) -> list[BuildPlan]:
+    """Everything decided before any build starts; bad input fails here (exit 2)."""
+    project = ws.matrix.project
+    repo = opts.repository or project.repository
+    trainer_dir = opts.trainer_dir or ws.root / "trainer"
+    version = trainer_version(trainer_dir)
+    texts = _check_drift(ws, cells)
+    buildargs = dict(opts.buildargs)
+    refuse_credentials_in_buildargs(buildargs)
+    network = opts.network or "none"  # wheels come from the wheelhouse; nothing is downloaded
+    if opts.wheelhouse is None:
+        raise TrainimgError(
+            "builds install Python packages only from a hash-locked wheelhouse: fill one with "
+            "`trainimg wheelhouse CELL... --dest DIR` and pass --wheelhouse DIR (or set "
+            "TRAINIMG_WHEELHOUSE)"
+        )
+    # Every cell's closure and hashes first: a bad wheelhouse stops before the engine is asked.
+    selections = {cell.name: select(opts.wheelhouse, cell, project) for cell in cells}
+    plans = []
+    for cell in cells:
+        base, pull = _base(engine, cell, opts.pull)
+        selection = selections[cell.name]
+        hashed_labels = {TRAINER_VERSION_LABEL: version}
+        ctx = assemble(
+            texts[cell.name],
+            trainer_dir,
+            selection,
+            buildargs=buildargs,
+            labels=hashed_labels,
+            base=base.id if base is not None else cell.os.base_ref,
+        )
+        labels = {**hashed_labels, BUILD_HASH_LABEL: ctx.content_hash}
+        plans.append(
+            BuildPlan(
+                cell=cell,
+                context=ctx,
+                buildargs=buildargs,
+                labels=labels,
+                network=network,
+                pull=pull,
+                cell_tag=f"{repo}:{cell.name}",
+                hash_tag=f"{repo}:{ctx.content_hash}",
+                base_ref=cell.os.base_ref,
+                base=base,
+                wheelhouse=selection,
+            )
+        )
+    return plans
+
+
+def default_paths(ws: Workspace, opts: BuildOptions) -> tuple[Path, Path]:
+    lock_path = opts.lock_path or ws.root / lockfile.DEFAULT_PATH
+    work_dir = opts.work_dir or ws.root / ".cache" / "build"
+    return lock_path, work_dir

@@ -1,0 +1,30 @@
+"""What a training run did: the summary record's numbers and, for --compare, the loss curve."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Outcome:
+    """What a run did, for the summary record and for --compare (which asks for the curve)."""
+
+    status: str
+    step: int
+    first_loss: float | None = None
+    final_loss: float | None = None
+    losses: dict[int, float] = field(default_factory=dict)
+    eval_loss: float | None = None
+    peak_mem_gb: float = 0.0
+    tokens: int = 0
+    wall_s: float = 0.0
+    checkpoint: str | None = None
+    message: str | None = None
+    steady_steps: int = 0
+    steady_seconds: float = 0.0
+
+    def tokens_per_s(self, tokens_per_step: int) -> float | None:
+        """Tokens/s per device after the first step of this invocation (warm-up, compile)."""
+        if not self.steady_steps or self.steady_seconds <= 0:
+            return None
+        return tokens_per_step * self.steady_steps / self.steady_seconds
