@@ -27,7 +27,7 @@ from types import FrameType
 
 from builder import lock as lockfile
 from builder.context import BuildContext, assemble, trainer_version
-from builder.engines.base import Engine, EngineError, ImageInfo, short_id
+from builder.engines.base import BuildRequest, Engine, EngineError, ImageInfo, short_id
 from builder.errors import TrainimgError
 from builder.labels import PREFIX
 from builder.matrix.model import Cell
@@ -321,16 +321,15 @@ class Builder:
             self.ui.event(name, f"building {plan.cell_tag} (content hash {plan.content_hash})")
             tarball = plan.context.tarball(self.work_dir)
             try:
-                result = engine.build(
+                request = BuildRequest(
                     tarball,
-                    (),
                     buildargs=plan.buildargs,
                     labels=plan.labels,
                     network=plan.network,
                     pull=plan.pull,
                     nocache=self.opts.nocache,
-                    on_log=on_log,
                 )
+                result = engine.build(request, on_log=on_log)
             finally:
                 tarball.unlink(missing_ok=True)
             self.journal.tag(engine, name, result.image_id, plan.hash_tag)

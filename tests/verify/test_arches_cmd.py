@@ -13,8 +13,8 @@ from builder.engines.base import RunResult
 from builder.errors import TrainimgError
 from builder.fatbin import scan_paths
 from builder.verify import scan as image_scan
+from tests.fake_engine import FakeEngine
 
-from .fake_engine import FakeEngine
 from .fatbin_bytes import PTX, SASS, container, elf64, entry
 
 

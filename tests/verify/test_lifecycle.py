@@ -12,8 +12,7 @@ import pytest
 from builder.engines.base import EngineError, RunSpec
 from builder.verify.lifecycle import plan_gpus, running_container
 from builder.verify.scan import LABEL
-
-from .fake_engine import FakeEngine
+from tests.fake_engine import FakeEngine
 
 
 def test_removed_after_success() -> None:
