@@ -28,6 +28,15 @@ from builder.engines.sdk import (
 from builder.registry.auth import Credentials
 
 API_VERSION = "1.41"
+# Every build: the body is our own context tarball, intermediate containers go even when a step
+# fails, the stream arrives decoded, and a long silent step does not trip the API timeout.
+_CLASSIC_BUILD: Mapping[str, Any] = {
+    "custom_context": True,
+    "rm": True,
+    "forcerm": True,
+    "decode": True,
+    "timeout": BUILD_TIMEOUT,
+}
 
 
 class DockerEngine(SdkEngine):
@@ -54,17 +63,13 @@ class DockerEngine(SdkEngine):
     def _build_stream(self, body: IO[bytes], request: BuildRequest) -> Iterator[JsonItems]:
         stream = self._low.build(
             fileobj=body,
-            custom_context=True,
+            **_CLASSIC_BUILD,
             dockerfile=request.containerfile,
             buildargs=request.buildargs,
             labels=request.labels,
             network_mode=request.network,
             pull=request.pull,
             nocache=request.nocache,
-            rm=True,
-            forcerm=True,
-            decode=True,
-            timeout=BUILD_TIMEOUT,
         )
         try:
             yield stream
