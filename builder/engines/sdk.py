@@ -79,8 +79,10 @@ class SdkEngine:
         """A raw POST to the engine's API (`path` relative to its versioned root)."""
         raise NotImplementedError
 
-    def _build_stream(self, body: IO[bytes], request: BuildRequest) -> Any:
-        """A context manager: the engine's build stream as decoded JSON items."""
+    def _build_stream(
+        self, body: IO[bytes], request: BuildRequest
+    ) -> contextlib.AbstractContextManager[JsonItems]:
+        """The engine's build stream as decoded JSON items."""
         raise NotImplementedError
 
     def _exists(self, ref: str) -> bool:
