@@ -26,7 +26,7 @@ from pathlib import Path
 from builder import lock as lockfile
 from builder.build_journal import Cancelled, Journal
 from builder.build_plan import BuildOptions, BuildPlan
-from builder.engines.base import Engine, EngineError, ImageInfo, short_id
+from builder.engines.base import BuildRequest, Engine, EngineError, ImageInfo, short_id
 from builder.errors import TrainimgError
 
 TAIL = 30
@@ -114,16 +114,15 @@ class Builder:
             self.ui.event(name, f"building {plan.cell_tag} (content hash {plan.content_hash})")
             tarball = plan.context.tarball(self.work_dir)
             try:
-                result = engine.build(
+                request = BuildRequest(
                     tarball,
-                    (),
                     buildargs=plan.buildargs,
                     labels=plan.labels,
                     network=plan.network,
                     pull=plan.pull,
                     nocache=self.opts.nocache,
-                    on_log=on_log,
                 )
+                result = engine.build(request, on_log=on_log)
             finally:
                 tarball.unlink(missing_ok=True)
             self.journal.tag(engine, name, result.image_id, plan.hash_tag)

@@ -22,8 +22,9 @@ from builder import lock as lockfile
 from builder.build import Builder, BuildsFailed, Outcome, Ui
 from builder.build_plan import BuildOptions, default_paths, plan_cells
 from builder.commands.common import add_engine_options, shared_options, workspace
-from builder.engines.base import STEP_LINE, EngineError, EngineUnavailable, short_id
-from builder.engines.discover import HOW_TO_START, discover
+from builder.engines.base import EngineError, EngineUnavailable, short_id
+from builder.engines.build_log import STEP_LINE
+from builder.engines.discover import HOW_TO_START, EngineSearch, discover
 from builder.errors import TrainimgError
 
 _BUILD_ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]{0,127})=([^\n\r\x00]*)$")
@@ -207,7 +208,8 @@ def run(args: argparse.Namespace) -> int:
     wide = sys.stderr.isatty() or os.environ.get("COLUMNS")
     console = Console(stderr=True, highlight=False, soft_wrap=True, width=None if wide else 160)
     ui = RichUi(console, multi=args.jobs > 1 and len(cells) > 1, quiet=args.quiet)
-    endpoint = discover(args.engine, args.url, log=lambda m: console.print(f"[dim]{m}[/]"))
+    search = EngineSearch(args.engine, args.url)
+    endpoint = discover(search, log=lambda m: console.print(f"[dim]{m}[/]"))
     try:
         engine = endpoint.connect()
         if not endpoint.url.startswith("unix://"):  # a unix socket was pinged by discovery

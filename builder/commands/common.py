@@ -11,7 +11,7 @@ import argparse
 import datetime as dt
 import os
 
-from builder.engines.discover import KINDS
+from builder.engines.discover import ENGINE_NAMES
 from builder.workspace import DEFAULT_MATRIX, Workspace, open_workspace
 
 
@@ -46,7 +46,7 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     """--engine and --url, as every command that talks to a container engine takes them."""
     p.add_argument(
         "--engine",
-        choices=KINDS,
+        choices=ENGINE_NAMES,
         default=os.environ.get("TRAINIMG_ENGINE") or None,
         help="podman (podman-py) or docker (docker SDK); default: $TRAINIMG_ENGINE or discovery",
     )

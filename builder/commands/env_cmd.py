@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from builder.commands.common import add_engine_options
-from builder.engines.discover import Choice, locate
+from builder.engines.discover import Choice, EngineSearch, locate
 from builder.engines.local_podman import ROOT_ENV, LocalPodman
 
 
@@ -69,7 +69,7 @@ def exports(choice: Choice) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    choice = locate(args.engine, args.url)
+    choice = locate(EngineSearch(args.engine, args.url))
     if args.release:
         if choice.store is None:
             print(f"nothing to release: trainimg uses {choice.url} ({choice.source})")

@@ -1,24 +1,21 @@
-"""The Engine interface: the few things trainimg asks of a container engine.
+"""The Engine interface: the few things trainimg asks of a container engine, and the values
+that cross it (BuildRequest, BuildResult, ImageInfo, RunSpec, RunResult, the errors).
 
-Two implementations exist (podman.py over podman-py's libpod API, docker.py over the docker
-SDK); build, verify and the tests speak only to this interface. Every call has a timeout, and
-`run` never uses the SDKs' attached mode: it creates detached, waits, reads logs and removes the
-container in a `finally` (the docker SDK's attached run hangs against podman 4.3 now and then).
-
-What the two share lives here too: the build log reader (partial lines, step and cache-hit
-counting, the tail kept for error messages), the deterministic context tarball of a directory,
-and id normalisation (`sha256:<hex>` everywhere, whatever the API returns).
+Two implementations exist, both subclasses of engines/sdk.SdkEngine (podman.py over podman-py's
+libpod API, docker.py over the docker SDK); build, verify and the tests speak only to this
+interface. Every call has a timeout, and `run` never uses the SDKs' attached mode: it creates
+detached, waits, reads logs and removes the container in a `finally` (the docker SDK's attached
+run hangs against podman 4.3 now and then). Image ids are `sha256:<hex>` everywhere, whatever
+the API returns (normalize_id).
 """
 
 from __future__ import annotations
 
 import re
-import tarfile
-from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Protocol
+from typing import Protocol
 
 from builder.errors import TrainimgError
 from builder.registry.auth import Credentials
@@ -29,7 +26,6 @@ LogSink = Callable[[str], None]
 # trip a read timeout, so builds get their own, generous one.
 BUILD_TIMEOUT = 3 * 3600.0
 API_TIMEOUT = 120.0
-TAIL_LINES = 40
 
 
 class EngineError(TrainimgError):
@@ -52,6 +48,29 @@ class BuildFailed(EngineError):
     def __init__(self, message: str, log_tail: Sequence[str] = ()) -> None:
         super().__init__(message)
         self.log_tail = tuple(log_tail)
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """One build: its context (a directory, or a ready tarball file) and what it is built with.
+
+    Build arguments and labels are kept sorted, so the same inputs always make the same request
+    (and the same image id). trainimg's builder gives no tags and tags afterwards, so an
+    interrupted build can never leave a tag behind; verify's deliberately broken images do."""
+
+    context: Path
+    tags: Sequence[str] = ()
+    containerfile: str = "Containerfile"
+    buildargs: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    network: str | None = None
+    pull: bool = False
+    nocache: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tags", tuple(self.tags))
+        object.__setattr__(self, "buildargs", dict(sorted(self.buildargs.items())))
+        object.__setattr__(self, "labels", dict(sorted(self.labels.items())))
 
 
 @dataclass(frozen=True)
@@ -110,24 +129,11 @@ class Engine(Protocol):
 
     def version(self) -> str: ...
 
-    def build(
-        self,
-        context: Path,
-        tags: Sequence[str] = (),
-        *,
-        containerfile: str = "Containerfile",
-        buildargs: Mapping[str, str] | None = None,
-        labels: Mapping[str, str] | None = None,
-        network: str | None = None,
-        pull: bool = False,
-        nocache: bool = False,
-        on_log: LogSink | None = None,
-    ) -> BuildResult:
-        """Build `context` (a directory, or a ready tarball file) and apply `tags`.
+    def build(self, request: BuildRequest, *, on_log: LogSink | None = None) -> BuildResult:
+        """Build `request.context` and apply `request.tags`; each log line goes to `on_log`.
 
         Raises BuildFailed (with the log tail) when the build itself fails, EngineError when the
-        engine refuses the request. trainimg's builder passes no tags and tags afterwards, so an
-        interrupted build can never leave a tag behind."""
+        engine refuses the request."""
         ...
 
     def image_exists(self, ref: str) -> bool: ...
@@ -177,13 +183,7 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
 
-# --- shared helpers ------------------------------------------------------------------------
-
 _HEX64 = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
-# buildah says "STEP 3/9: RUN ..." ("[2/3] STEP ..." in multi-stage builds) and "--> Using cache
-# <id>"; Docker's classic builder says "Step 3/9 : RUN ..." and " ---> Using cache".
-STEP_LINE = re.compile(r"^(?:\[\d+/\d+\] )?(?:STEP|Step) \d+/\d+ ?: ")
-_CACHE = re.compile(r"^(?:-->| --->) Using cache")
 
 
 def normalize_id(image_id: str) -> str:
@@ -195,84 +195,3 @@ def normalize_id(image_id: str) -> str:
 
 def short_id(image_id: str) -> str:
     return image_id.removeprefix("sha256:")[:12]
-
-
-class BuildLog:
-    """Turns the engine's build stream into whole lines: counts steps and cache hits, keeps a
-    tail for error messages and passes each line to the caller's sink."""
-
-    def __init__(self, on_log: LogSink | None) -> None:
-        self._sink = on_log
-        self._partial = ""
-        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
-        self.steps = 0
-        self.cached = 0
-
-    def feed(self, text: str) -> None:
-        self._partial += text
-        *lines, self._partial = self._partial.split("\n")
-        for line in lines:
-            self._line(line.rstrip("\r"))
-
-    def close(self) -> None:
-        if self._partial:
-            self._line(self._partial)
-            self._partial = ""
-
-    def _line(self, line: str) -> None:
-        if STEP_LINE.match(line):
-            self.steps += 1
-        elif _CACHE.match(line):
-            self.cached += 1
-        self.tail.append(line)
-        if self._sink is not None:
-            self._sink(line)
-
-    def result(self, image_id: str) -> BuildResult:
-        return BuildResult(normalize_id(image_id), tuple(self.tail), self.steps, self.cached)
-
-    def failed(self, message: str) -> BuildFailed:
-        self.close()
-        return BuildFailed(message.strip(), tuple(self.tail))
-
-
-def tar_directory(directory: Path) -> IO[bytes]:
-    """A deterministic tarball of a build context directory (sorted, uid/gid 0, mtime 0), in a
-    spooled temporary file. Symbolic links are refused: a context is plain files."""
-    import tempfile
-
-    out = tempfile.SpooledTemporaryFile(max_size=64 << 20)  # noqa: SIM115 - caller closes
-    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path in sorted(directory.rglob("*")):
-            rel = path.relative_to(directory).as_posix()
-            if path.is_symlink():
-                raise EngineError(f"build context {directory}: {rel} is a symbolic link")
-            info = tarfile.TarInfo(rel)
-            info.uid = info.gid = 0
-            info.mtime = 0
-            if path.is_dir():
-                info.type = tarfile.DIRTYPE
-                info.mode = 0o755
-                tar.addfile(info)
-            else:
-                info.size = path.stat().st_size
-                info.mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
-                with path.open("rb") as fh:
-                    tar.addfile(info, fh)
-    out.seek(0)
-    return out
-
-
-def open_context(context: Path) -> IO[bytes]:
-    """The tarball to upload: `context` itself if it is a file, else a tarball of the directory."""
-    if context.is_file():
-        return context.open("rb")
-    if context.is_dir():
-        return tar_directory(context)
-    raise EngineError(f"build context {context} does not exist")
-
-
-def drain_text(chunks: bytes | Iterator[bytes]) -> str:
-    """The SDKs return logs as bytes or as an iterator of byte chunks; this joins either."""
-    data = bytes(chunks) if isinstance(chunks, bytes | bytearray) else b"".join(chunks)
-    return data.decode("utf-8", errors="replace")

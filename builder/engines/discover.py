@@ -33,7 +33,8 @@ from builder.engines import service_users
 from builder.engines.base import Engine, EngineError, EngineUnavailable
 from builder.engines.local_podman import ROOT_ENV, LocalPodman
 
-KINDS = ("podman", "docker")
+# Engine.name of each SDK engine: what --engine and Endpoint.kind choose between.
+ENGINE_NAMES = ("podman", "docker")
 
 ROOTFUL_PODMAN = Path("/run/podman/podman.sock")
 DOCKER_SOCKETS = (Path("/var/run/docker.sock"), Path("/run/docker.sock"))
@@ -58,6 +59,8 @@ class Endpoint:
     source: str  # where it was found, for messages: "--url", "CONTAINER_HOST", ...
     local: LocalPodman | None = field(default=None, repr=False)
     started: bool = False  # True when this process started the service (and must stop it)
+    started_at: float = 0.0
+    joined: bool = False  # True when this process counts as a user of the isolated service
 
     def connect(self) -> Engine:
         if self.kind == "podman":
@@ -67,9 +70,6 @@ class Endpoint:
         from builder.engines.docker import DockerEngine
 
         return DockerEngine(self.url)
-
-    started_at: float = 0.0
-    joined: bool = False  # True when this process counts as a user of the isolated service
 
     def close(self) -> None:
         """Stop the isolated service when this process is its last user (two trainimg commands
@@ -188,20 +188,27 @@ class Choice:
     store: Path | None = None
 
 
-def locate(
-    engine: str | None = None,
-    url: str | None = None,
-    *,
-    env: Mapping[str, str] | None = None,
-    docker_sockets: Sequence[Path] = DOCKER_SOCKETS,
-    rootful_podman: Path = ROOTFUL_PODMAN,
-    cwd: Path | None = None,
-) -> Choice:
+@dataclass(frozen=True)
+class EngineSearch:
+    """What discovery is asked (--engine, --url) and where it looks: the one parameter list of
+    locate() and discover(). Tests point the places at temporary paths; env None is os.environ,
+    and only then (or with cwd given) is the checkout's own store looked for."""
+
+    engine: str | None = None
+    url: str | None = None
+    env: Mapping[str, str] | None = None
+    docker_sockets: Sequence[Path] = DOCKER_SOCKETS
+    rootful_podman: Path = ROOTFUL_PODMAN
+    cwd: Path | None = None
+
+
+def locate(search: EngineSearch = EngineSearch()) -> Choice:
     """The engine the documented order leads to; starts and creates nothing."""
-    if engine is not None and engine not in KINDS:
-        raise EngineError(f"unknown engine {engine!r}: choose {' or '.join(KINDS)}")
-    env = os.environ if env is None else env
-    candidates = _candidates(engine, url, env, docker_sockets, rootful_podman)
+    engine, url, cwd = search.engine, search.url, search.cwd
+    if engine is not None and engine not in ENGINE_NAMES:
+        raise EngineError(f"unknown engine {engine!r}: choose {' or '.join(ENGINE_NAMES)}")
+    env = os.environ if search.env is None else search.env
+    candidates = _candidates(engine, url, env, search.docker_sockets, search.rootful_podman)
     if candidates and candidates[0].explicit:
         c = candidates[0]
         if not _reachable(c.url):
@@ -230,21 +237,12 @@ def locate(
 
 
 def discover(
-    engine: str | None = None,
-    url: str | None = None,
-    *,
-    env: Mapping[str, str] | None = None,
-    docker_sockets: Sequence[Path] = DOCKER_SOCKETS,
-    rootful_podman: Path = ROOTFUL_PODMAN,
-    cwd: Path | None = None,
-    log: Callable[[str], None] = lambda _msg: None,
+    search: EngineSearch = EngineSearch(), log: Callable[[str], None] = lambda _msg: None
 ) -> Endpoint:
     """The first reachable engine in the documented order; starts the service of the isolated
     podman store ($TRAINIMG_PODMAN_ROOT or the checkout's) when that is where the order leads
     (Endpoint.close stops it and releases the store)."""
-    choice = locate(
-        engine, url, env=env, docker_sockets=docker_sockets, rootful_podman=rootful_podman, cwd=cwd
-    )
+    choice = locate(search)
     if choice.store is None:
         return Endpoint(choice.kind, choice.url, choice.source)
     local = LocalPodman(choice.store)
@@ -269,7 +267,7 @@ def isolated_store(env: Mapping[str, str] | None = None) -> LocalPodman | None:
     one discovery leads to, configured; None when discovery leads to the host's own engine (or
     to none: the podman CLI then reports that itself)."""
     try:
-        choice = locate("podman", env=env)
+        choice = locate(EngineSearch("podman", env=env))
     except EngineError:
         return None
     if choice.store is None:
@@ -283,7 +281,7 @@ def isolated_store(env: Mapping[str, str] | None = None) -> LocalPodman | None:
 def engine_session(preference: str | None, url: str | None = None) -> Iterator[Engine]:
     """An engine for one command; afterwards it is closed, and an isolated podman service that
     discovery started for this command ($TRAINIMG_PODMAN_ROOT) is stopped."""
-    endpoint = discover(preference, url)
+    endpoint = discover(EngineSearch(preference, url))
     try:
         engine = endpoint.connect()
         try:

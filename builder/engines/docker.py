@@ -10,23 +10,33 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import IO, Any, ClassVar
 
 import docker
 import requests
 from docker import errors as derr
 from docker.types import DeviceRequest
 
-from builder.engines.base import BUILD_TIMEOUT, EngineError, ImageInfo
-from builder.engines.common import image_info
-from builder.engines.sdk import SdkEngine, json_lines, registry_auth_header, stream_errors
+from builder.engines.base import BUILD_TIMEOUT, BuildRequest, EngineError
+from builder.engines.sdk import (
+    JsonItems,
+    SdkEngine,
+    json_lines,
+    registry_auth_header,
+    stream_errors,
+)
 from builder.registry.auth import Credentials
 
 API_VERSION = "1.41"
-
-
-def _auth_config(creds: Credentials | None) -> dict[str, str] | None:
-    return None if creds is None else {"username": creds.username, "password": creds.password}
+# Every build: the body is our own context tarball, intermediate containers go even when a step
+# fails, the stream arrives decoded, and a long silent step does not trip the API timeout.
+_CLASSIC_BUILD: Mapping[str, Any] = {
+    "custom_context": True,
+    "rm": True,
+    "forcerm": True,
+    "decode": True,
+    "timeout": BUILD_TIMEOUT,
+}
 
 
 class DockerEngine(SdkEngine):
@@ -34,6 +44,10 @@ class DockerEngine(SdkEngine):
     not_found = (derr.NotFound,)
     image_not_found = derr.ImageNotFound
     api_errors = (derr.APIError, derr.DockerException)
+    gpu_request: ClassVar[Mapping[str, Any]] = {
+        "device_requests": [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    }
+    create_options: ClassVar[Mapping[str, Any]] = {"detach": True}
 
     def _connect(self, base_url: str, timeout: float) -> Any:
         return docker.DockerClient(base_url=base_url, version=API_VERSION, timeout=timeout)
@@ -42,23 +56,20 @@ class DockerEngine(SdkEngine):
     def _low(self) -> Any:
         return self._client.api
 
+    def _post(self, path: str, **kw: Any) -> Any:
+        return self._low._post(self._low._url(path), **kw)
+
     @contextlib.contextmanager
-    def _build_stream(
-        self, body: Any, params: Mapping[str, Any], tags: Sequence[str]
-    ) -> Iterator[Iterator[Mapping[str, Any]]]:
+    def _build_stream(self, body: IO[bytes], request: BuildRequest) -> Iterator[JsonItems]:
         stream = self._low.build(
             fileobj=body,
-            custom_context=True,
-            dockerfile=params["dockerfile"],
-            buildargs=params["buildargs"],
-            labels=params["labels"],
-            network_mode=params["network"],
-            pull=params["pull"],
-            nocache=params["nocache"],
-            rm=True,
-            forcerm=True,
-            decode=True,
-            timeout=BUILD_TIMEOUT,
+            **_CLASSIC_BUILD,
+            dockerfile=request.containerfile,
+            buildargs=request.buildargs,
+            labels=request.labels,
+            network_mode=request.network,
+            pull=request.pull,
+            nocache=request.nocache,
         )
         try:
             yield stream
@@ -66,29 +77,6 @@ class DockerEngine(SdkEngine):
             close = getattr(stream, "close", None)
             if close is not None:
                 close()
-
-    def image_exists(self, ref: str) -> bool:
-        try:
-            self._low.inspect_image(ref)
-        except derr.NotFound:
-            return False
-        except (derr.DockerException, requests.exceptions.RequestException) as exc:
-            raise EngineError(f"docker at {self.base_url}: image {ref}: {exc}") from None
-        return True
-
-    def _inspect(self, ref: str) -> ImageInfo:
-        attrs = self._low.inspect_image(ref)
-        digests = [d.split("@", 1)[1] for d in attrs.get("RepoDigests") or () if "@" in d]
-        return image_info(attrs, digests[0] if digests else None)
-
-    def _tag(self, image: str, repo: str, tag: str) -> bool:
-        return bool(self._low.tag(image, repo, tag))
-
-    def _gpu_options(self) -> dict[str, Any]:
-        return {"device_requests": [DeviceRequest(count=-1, capabilities=[["gpu"]])]}
-
-    def _create_kwargs(self) -> dict[str, Any]:
-        return {"detach": True}
 
     def _wait(self, container: Any, timeout: float) -> int:
         try:
@@ -104,16 +92,10 @@ class DockerEngine(SdkEngine):
     def _remove_container(self, name: str) -> None:
         self._low.remove_container(name, force=True, v=True)
 
-    def _import(self, body: Any, repo: str, tag: str, changes: Sequence[str]) -> str:
-        response = self._low._post(
-            self._low._url("/images/create"),
-            params={"fromSrc": "-", "repo": repo, "tag": tag, "changes": list(changes)},
-            data=body,
-            headers={"Content-Type": "application/tar"},
-            stream=True,
-            timeout=BUILD_TIMEOUT,
-        )
-        try:
+    def _import(self, body: IO[bytes], repo: str, tag: str, changes: Sequence[str]) -> str:
+        params = {"fromSrc": "-", "repo": repo, "tag": tag, "changes": list(changes)}
+        headers = {"Content-Type": "application/tar"}
+        with self._posted("/images/create", params, data=body, headers=headers) as response:
             self._low._raise_for_status(response)
             image_id = ""
             for item in json_lines(response):
@@ -123,26 +105,14 @@ class DockerEngine(SdkEngine):
                 if status.startswith("sha256:"):
                     image_id = status
             return image_id
-        finally:
-            response.close()
 
     def _push(self, repo: str, tag: str, creds: Credentials | None, tls_verify: bool) -> None:
-        items = self._low.push(
-            repo, tag=tag, auth_config=_auth_config(creds), stream=True, decode=True
-        )
+        auth = None if creds is None else {"username": creds.username, "password": creds.password}
+        items = self._low.push(repo, tag=tag, auth_config=auth, stream=True, decode=True)
         stream_errors(items, f"push {repo}:{tag}")
 
     def _pull(self, ref: str, creds: Credentials | None, tls_verify: bool) -> None:
-        params = {"fromImage": ref}
-        response = self._low._post(
-            self._low._url("/images/create"),
-            params=params,
-            headers=registry_auth_header(creds),
-            stream=True,
-            timeout=BUILD_TIMEOUT,
-        )
-        try:
+        headers = registry_auth_header(creds)
+        with self._posted("/images/create", {"fromImage": ref}, headers=headers) as response:
             self._low._raise_for_status(response)
             stream_errors(json_lines(response), f"pull {ref}")
-        finally:
-            response.close()

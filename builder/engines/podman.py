@@ -11,17 +11,23 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import IO, Any, ClassVar
 
 import podman
 from podman import errors as perr
 
-from builder.engines.base import BUILD_TIMEOUT, EngineError, ImageInfo
-from builder.engines.common import image_info
-from builder.engines.sdk import SdkEngine, json_lines, registry_auth_header, stream_errors
+from builder.engines.base import BuildRequest, EngineError
+from builder.engines.sdk import (
+    JsonItems,
+    SdkEngine,
+    json_lines,
+    registry_auth_header,
+    stream_errors,
+)
 from builder.registry.auth import Credentials
 
 OCI = "application/vnd.oci.image.manifest.v1+json"
+TAR = {"Content-Type": "application/x-tar"}
 
 
 def _flag(value: bool) -> str:
@@ -33,64 +39,42 @@ class PodmanEngine(SdkEngine):
     not_found = (perr.NotFound, perr.ImageNotFound)
     image_not_found = perr.ImageNotFound
     api_errors = (perr.APIError,)
+    # CDI (nvidia-ctk cdi generate)
+    gpu_request: ClassVar[Mapping[str, Any]] = {"devices": ["nvidia.com/gpu=all"]}
 
     def _connect(self, base_url: str, timeout: float) -> Any:
         return podman.PodmanClient(base_url=base_url, timeout=timeout)
 
     def _post(self, path: str, **kw: Any) -> Any:
-        response = self._client.api.post(path, **kw)
-        return response
+        return self._client.api.post(path, **kw)
 
     @contextlib.contextmanager
-    def _build_stream(
-        self, body: Any, params: Mapping[str, Any], tags: Sequence[str]
-    ) -> Iterator[Iterator[Mapping[str, Any]]]:
+    def _build_stream(self, body: IO[bytes], request: BuildRequest) -> Iterator[JsonItems]:
         query: dict[str, Any] = {
-            "dockerfile": params["dockerfile"],
+            "dockerfile": request.containerfile,
             "layers": "true",
             "rm": "true",
             "forcerm": "true",
             "outputformat": OCI,
-            "nocache": _flag(params["nocache"]),
-            "pull": _flag(params["pull"]),
-            "pullpolicy": "always" if params["pull"] else "missing",
+            "nocache": _flag(request.nocache),
+            "pull": _flag(request.pull),
+            "pullpolicy": "always" if request.pull else "missing",
         }
-        if params["buildargs"]:
-            query["buildargs"] = json.dumps(params["buildargs"], sort_keys=True)
-        if params["labels"]:
+        if request.buildargs:
+            query["buildargs"] = json.dumps(dict(request.buildargs), sort_keys=True)
+        if request.labels:
             # A JSON list of "k=v", sorted: libpod turns a JSON map into labels in Go's random
             # map order (a new final layer, so a new image id, now and then: measured 1 in 5
             # --force rebuilds); a list keeps its order.
-            query["labels"] = json.dumps([f"{k}={v}" for k, v in sorted(params["labels"].items())])
-        if params["network"]:
-            query["networkmode"] = params["network"]
-        response = self._post(
-            "/build",
-            params=query,
-            data=body,
-            headers={"Content-Type": "application/x-tar"},
-            stream=True,
-            timeout=BUILD_TIMEOUT,
-        )
-        try:
+            query["labels"] = json.dumps([f"{k}={v}" for k, v in sorted(request.labels.items())])
+        if request.network:
+            query["networkmode"] = request.network
+        with self._posted("/build", query, data=body, headers=TAR) as response:
             response.raise_for_status()
             yield json_lines(response)
-        finally:
-            response.close()
 
-    def image_exists(self, ref: str) -> bool:
-        with self._api(f"image {ref}"):
-            return bool(self._client.images.exists(ref))
-
-    def _inspect(self, ref: str) -> ImageInfo:
-        attrs = self._client.images.get(ref).attrs
-        return image_info(attrs, attrs.get("Digest") or None)
-
-    def _tag(self, image: str, repo: str, tag: str) -> bool:
-        return bool(self._client.images.get(image).tag(repo, tag))
-
-    def _gpu_options(self) -> dict[str, Any]:
-        return {"devices": ["nvidia.com/gpu=all"]}  # CDI (nvidia-ctk cdi generate)
+    def _exists(self, ref: str) -> bool:
+        return bool(self._client.images.exists(ref))
 
     def _wait(self, container: Any, timeout: float) -> int:
         try:
@@ -107,34 +91,20 @@ class PodmanEngine(SdkEngine):
         if response.status_code != 404:
             response.raise_for_status()
 
-    def _import(self, body: Any, repo: str, tag: str, changes: Sequence[str]) -> str:
-        response = self._post(
-            "/images/import",
-            params={"reference": f"{repo}:{tag}", "changes": list(changes)},
-            data=body,
-            headers={"Content-Type": "application/x-tar"},
-            timeout=BUILD_TIMEOUT,
-        )
-        response.raise_for_status()
-        return str(response.json().get("Id") or "")
+    def _import(self, body: IO[bytes], repo: str, tag: str, changes: Sequence[str]) -> str:
+        params = {"reference": f"{repo}:{tag}", "changes": list(changes)}
+        with self._posted("/images/import", params, data=body, headers=TAR, stream=False) as r:
+            r.raise_for_status()
+            return str(r.json().get("Id") or "")
 
     def _progress(
-        self, path: str, params: dict[str, str], creds: Credentials | None, what: str
+        self, path: str, params: Mapping[str, str], creds: Credentials | None, what: str
     ) -> None:
         """POST a push/pull and read its progress stream to the end; its error is ours."""
-        response = self._post(
-            path,
-            params=params,
-            headers=registry_auth_header(creds),
-            stream=True,
-            timeout=BUILD_TIMEOUT,
-        )
-        try:
+        with self._posted(path, params, headers=registry_auth_header(creds)) as response:
             if response.status_code >= 400:
                 raise EngineError(f"{what}: {_message(response)}")
             stream_errors(json_lines(response), what)
-        finally:
-            response.close()
 
     def _push(self, repo: str, tag: str, creds: Credentials | None, tls_verify: bool) -> None:
         params = {"tlsVerify": _flag(tls_verify), "destination": f"{repo}:{tag}"}
@@ -143,9 +113,6 @@ class PodmanEngine(SdkEngine):
     def _pull(self, ref: str, creds: Credentials | None, tls_verify: bool) -> None:
         params = {"reference": ref, "tlsVerify": _flag(tls_verify), "policy": "always"}
         self._progress("/images/pull", params, creds, f"pull {ref}")
-
-    def close(self) -> None:
-        self._client.close()
 
 
 def _message(response: Any) -> str:

@@ -1,12 +1,14 @@
-"""What the two SDK engines share: one class that holds every call the docker SDK and podman-py
-make the same way, with the few that really differ left to the subclasses (docker.py,
-podman.py): where the build stream comes from, how existence, tags, waits and container
-removal are asked, the GPU request, and the import/push/pull endpoints.
+"""The one engine base: SdkEngine holds everything the docker SDK and podman-py do alike, and
+its two small subclasses (docker.py, podman.py) only what really differs: how the client is
+made, where the build stream comes from, the existence check, waits and container removal, the
+GPU request, and the import/push/pull endpoints.
 
 Error mapping is shared too: the SDKs' "not found" becomes ImageNotFound (with the hint to
 build or pull), any other API or transport error an EngineError naming the engine's URL and
 what was being done. Credentials reach the engines only as request headers, never as build
-arguments, labels or log lines.
+arguments, labels or log lines. The request and answer shapes both SDKs use (volume binds,
+network mode, inspect data -> ImageInfo, the deterministic context tarball) live here as well;
+that is why the file is a little over 400 lines: what both SDKs share is in one place.
 """
 
 from __future__ import annotations
@@ -15,15 +17,19 @@ import base64
 import contextlib
 import json
 import re
+import secrets
+import tarfile
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import IO, Any, ClassVar
 
 import requests
 
 from builder.engines.base import (
     API_TIMEOUT,
-    BuildLog,
+    BUILD_TIMEOUT,
+    BuildRequest,
     BuildResult,
     EngineError,
     ImageInfo,
@@ -31,29 +37,18 @@ from builder.engines.base import (
     LogSink,
     RunResult,
     RunSpec,
-    drain_text,
     normalize_id,
-    open_context,
 )
-from builder.engines.common import (
-    MISSING_IMAGE_HINT,
-    container_name,
-    network_mode,
-    volume_binds,
-)
+from builder.engines.build_log import BuildLog
 from builder.registry.auth import Credentials
+
+# A build never pulls a `localhost/...` base (there is no registry behind it); `podman run`
+# of a missing one would try https://localhost/v2. Both say which image is missing instead.
+MISSING_IMAGE_HINT = "it is not in the engine's store: build it (`trainimg build`) or pull it"
 
 _ID_LINE = re.compile(r"^(?:sha256:)?([0-9a-f]{64})\s*$")
 
-
-def registry_auth_header(creds: Credentials | None) -> dict[str, str]:
-    """The X-Registry-Auth header both APIs read (base64url JSON); empty without credentials."""
-    if creds is None:
-        return {}
-    blob = json.dumps(
-        {"username": creds.username, "password": creds.password, "serveraddress": creds.registry}
-    ).encode()
-    return {"X-Registry-Auth": base64.urlsafe_b64encode(blob).decode()}
+JsonItems = Iterator[Mapping[str, Any]]
 
 
 class SdkEngine:
@@ -64,6 +59,9 @@ class SdkEngine:
     not_found: ClassVar[tuple[type[BaseException], ...]]
     image_not_found: ClassVar[type[BaseException]]
     api_errors: ClassVar[tuple[type[BaseException], ...]]
+    # What RunSpec.gpus adds to a container's create options, and what every create adds.
+    gpu_request: ClassVar[Mapping[str, Any]]
+    create_options: ClassVar[Mapping[str, Any]] = {}
 
     base_url: str
     _client: Any
@@ -77,26 +75,22 @@ class SdkEngine:
     def _connect(self, base_url: str, timeout: float) -> Any:
         raise NotImplementedError
 
+    def _post(self, path: str, **kw: Any) -> Any:
+        """A raw POST to the engine's API (`path` relative to its versioned root)."""
+        raise NotImplementedError
+
     def _build_stream(
-        self, body: Any, params: Mapping[str, Any], tags: Sequence[str]
-    ) -> contextlib.AbstractContextManager[Iterator[Mapping[str, Any]]]:
+        self, body: IO[bytes], request: BuildRequest
+    ) -> contextlib.AbstractContextManager[JsonItems]:
         """The engine's build stream as decoded JSON items."""
         raise NotImplementedError
 
-    def image_exists(self, ref: str) -> bool:
-        raise NotImplementedError
-
-    def _inspect(self, ref: str) -> ImageInfo:
-        raise NotImplementedError
-
-    def _tag(self, image: str, repo: str, tag: str) -> bool:
-        raise NotImplementedError
-
-    def _gpu_options(self) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _create_kwargs(self) -> dict[str, Any]:
-        return {}
+    def _exists(self, ref: str) -> bool:
+        try:
+            self._client.images.get(ref)
+        except self.not_found:
+            return False
+        return True
 
     def _wait(self, container: Any, timeout: float) -> int:
         raise NotImplementedError
@@ -104,7 +98,7 @@ class SdkEngine:
     def _remove_container(self, name: str) -> None:
         raise NotImplementedError
 
-    def _import(self, body: Any, repo: str, tag: str, changes: Sequence[str]) -> str:
+    def _import(self, body: IO[bytes], repo: str, tag: str, changes: Sequence[str]) -> str:
         raise NotImplementedError
 
     def _push(self, repo: str, tag: str, creds: Credentials | None, tls_verify: bool) -> None:
@@ -128,39 +122,43 @@ class SdkEngine:
         except requests.exceptions.RequestException as exc:
             raise EngineError(f"{self.name} at {self.base_url}: {what}: {exc}") from None
 
+    @contextlib.contextmanager
+    def _posted(
+        self,
+        path: str,
+        params: Mapping[str, Any],
+        *,
+        data: IO[bytes] | None = None,
+        headers: Mapping[str, str] | None = None,
+        stream: bool = True,
+    ) -> Iterator[Any]:
+        """POST with the build timeout (uploads and progress streams may take long); the
+        response is closed afterwards."""
+        response = self._post(
+            path,
+            params=params,
+            data=data,
+            headers=dict(headers or {}),
+            stream=stream,
+            timeout=BUILD_TIMEOUT,
+        )
+        try:
+            yield response
+        finally:
+            response.close()
+
     def version(self) -> str:
         with self._api("version"):
             info = self._client.version()
         return str(info.get("Version", "unknown"))
 
-    def build(
-        self,
-        context: Path,
-        tags: Sequence[str] = (),
-        *,
-        containerfile: str = "Containerfile",
-        buildargs: Mapping[str, str] | None = None,
-        labels: Mapping[str, str] | None = None,
-        network: str | None = None,
-        pull: bool = False,
-        nocache: bool = False,
-        on_log: LogSink | None = None,
-    ) -> BuildResult:
-        # Sorted, so the same inputs always make the same request (and the same image id).
-        params = {
-            "dockerfile": containerfile,
-            "buildargs": dict(sorted((buildargs or {}).items())),
-            "labels": dict(sorted((labels or {}).items())),
-            "network": network,
-            "pull": pull,
-            "nocache": nocache,
-        }
+    def build(self, request: BuildRequest, *, on_log: LogSink | None = None) -> BuildResult:
         log = BuildLog(on_log)
         image_id = None
         with (
-            open_context(context) as body,
+            open_context(request.context) as body,
             self._api("build"),
-            self._build_stream(body, params, tags) as items,
+            self._build_stream(body, request) as items,
         ):
             for item in items:
                 if item.get("error"):
@@ -179,20 +177,22 @@ class SdkEngine:
         if image_id is None:
             raise log.failed("the build ended without reporting an image id")
         result = log.result(image_id)
-        for ref in tags:
+        for ref in request.tags:
             self.tag(result.image_id, ref)
         return result
 
+    def image_exists(self, ref: str) -> bool:
+        with self._api(f"image {ref}"):
+            return self._exists(ref)
+
     def inspect_image(self, ref: str) -> ImageInfo:
         with self._api(f"image {ref}"):
-            return self._inspect(ref)
+            return image_info(self._client.images.get(ref).attrs)
 
     def tag(self, image: str, ref: str) -> None:
-        from builder.engines.common import split_ref
-
         repo, tag = split_ref(ref)
         with self._api(f"tag {ref}"):
-            if not self._tag(image, repo, tag):
+            if not self._client.images.get(image).tag(repo, tag):
                 raise EngineError(f"{self.name} at {self.base_url}: could not tag {image} as {ref}")
 
     def remove_image(self, ref: str) -> None:
@@ -202,12 +202,16 @@ class SdkEngine:
     def _create(self, spec: RunSpec) -> Any:
         if not self.image_exists(spec.image):
             raise ImageNotFound(f"image {spec.image}: {MISSING_IMAGE_HINT}")
+        volumes = {}  # {"host": "ctr:mode"} -> the SDKs' {"host": {"bind": ctr, "mode": mode}}
+        for host, target in spec.volumes.items():
+            path, _, mode = target.partition(":")
+            volumes[host] = {"bind": path, "mode": mode or "rw"}
         kwargs: dict[str, Any] = {
-            "name": container_name(spec),
+            "name": spec.name or f"trainimg-{secrets.token_hex(4)}",
             "command": list(spec.command) or None,
             "environment": dict(spec.environment),
-            "volumes": volume_binds(spec),
-            "network_mode": network_mode(spec),
+            "volumes": volumes,
+            "network_mode": "bridge" if spec.network in ("", "default") else spec.network,
             "labels": dict(spec.labels),
         }
         if spec.entrypoint is not None:
@@ -215,8 +219,8 @@ class SdkEngine:
         if spec.user is not None:
             kwargs["user"] = spec.user
         if spec.gpus:
-            kwargs.update(self._gpu_options())
-        kwargs.update(self._create_kwargs())
+            kwargs.update(self.gpu_request)
+        kwargs.update(self.create_options)
         with self._api(f"create a container of {spec.image}"):
             return self._client.containers.create(spec.image, **kwargs)
 
@@ -275,8 +279,6 @@ class SdkEngine:
 
     def import_image(self, tarball: Path, ref: str, changes: Sequence[str] = ()) -> str:
         """`ref` from a root filesystem tarball (docker import / podman import); its id."""
-        from builder.engines.common import split_ref
-
         repo, tag = split_ref(ref)
         with tarball.open("rb") as body, self._api(f"import {tarball.name} as {ref}"):
             image_id = self._import(body, repo, tag, changes)
@@ -286,8 +288,6 @@ class SdkEngine:
 
     def push(self, ref: str, creds: Credentials | None = None, *, tls_verify: bool = True) -> None:
         """Push `ref` (registry/repo:tag) to its registry."""
-        from builder.engines.common import split_ref
-
         repo, tag = split_ref(ref)
         with self._api(f"push {ref}"):
             self._push(repo, tag, creds, tls_verify)
@@ -301,7 +301,66 @@ class SdkEngine:
         self._client.close()
 
 
-def stream_errors(items: Iterator[Mapping[str, Any]], what: str) -> None:
+# --- request and answer shapes both SDKs use ---------------------------------------------
+
+
+def split_ref(ref: str) -> tuple[str, str]:
+    """`repo[:tag]` -> (repo, tag); a registry port (`host:5000/x`) is not a tag."""
+    slash = ref.rfind("/")
+    colon = ref.rfind(":")
+    if colon > slash:
+        return ref[:colon], ref[colon + 1 :]
+    return ref, "latest"
+
+
+def image_info(attrs: Mapping[str, Any]) -> ImageInfo:
+    """Inspect data -> ImageInfo. The manifest digest: libpod's `Digest`; Docker has none, so
+    the first of its RepoDigests (a pushed or pulled image), if any."""
+    if "Digest" in attrs:
+        digest = attrs["Digest"] or None
+    else:
+        repo_digests = [d.split("@", 1)[1] for d in attrs.get("RepoDigests") or () if "@" in d]
+        digest = repo_digests[0] if repo_digests else None
+    config = attrs.get("Config") or {}
+    env = {}
+    for item in config.get("Env") or ():
+        key, _, value = str(item).partition("=")
+        env[key] = value
+    labels = config.get("Labels") or attrs.get("Labels") or {}
+    return ImageInfo(
+        id=normalize_id(str(attrs["Id"])),
+        tags=tuple(attrs.get("RepoTags") or ()),
+        digest=digest,
+        size=int(attrs.get("Size") or 0),
+        labels={str(k): str(v) for k, v in labels.items()},
+        env=env,
+        user=str(config.get("User") or ""),
+        entrypoint=tuple(config.get("Entrypoint") or ()),
+        cmd=tuple(config.get("Cmd") or ()),
+        layers=tuple((attrs.get("RootFS") or {}).get("Layers") or ()),
+        created=str(attrs.get("Created") or ""),
+    )
+
+
+def registry_auth_header(creds: Credentials | None) -> dict[str, str]:
+    """The X-Registry-Auth header both APIs read (base64url JSON); empty without credentials."""
+    if creds is None:
+        return {}
+    blob = json.dumps(
+        {"username": creds.username, "password": creds.password, "serveraddress": creds.registry}
+    ).encode()
+    return {"X-Registry-Auth": base64.urlsafe_b64encode(blob).decode()}
+
+
+def json_lines(response: requests.Response) -> JsonItems:
+    for raw in response.iter_lines():
+        if raw:
+            item = json.loads(raw)
+            if isinstance(item, dict):
+                yield item
+
+
+def stream_errors(items: JsonItems, what: str) -> None:
     """Consume a push/pull/import progress stream; raise its first error as an EngineError."""
     for item in items:
         if item.get("error"):
@@ -309,9 +368,41 @@ def stream_errors(items: Iterator[Mapping[str, Any]], what: str) -> None:
             raise EngineError(f"{what}: {detail}")
 
 
-def json_lines(response: requests.Response) -> Iterator[Mapping[str, Any]]:
-    for raw in response.iter_lines():
-        if raw:
-            item = json.loads(raw)
-            if isinstance(item, dict):
-                yield item
+def drain_text(chunks: bytes | Iterator[bytes]) -> str:
+    """The SDKs return logs as bytes or as an iterator of byte chunks; this joins either."""
+    data = bytes(chunks) if isinstance(chunks, bytes | bytearray) else b"".join(chunks)
+    return data.decode("utf-8", errors="replace")
+
+
+def open_context(context: Path) -> IO[bytes]:
+    """The tarball to upload: `context` itself if it is a file, else a tarball of the directory."""
+    if context.is_file():
+        return context.open("rb")
+    if context.is_dir():
+        return tar_directory(context)
+    raise EngineError(f"build context {context} does not exist")
+
+
+def tar_directory(directory: Path) -> IO[bytes]:
+    """A deterministic tarball of a build context directory (sorted, uid/gid 0, mtime 0), in a
+    spooled temporary file. Symbolic links are refused: a context is plain files."""
+    out = tempfile.SpooledTemporaryFile(max_size=64 << 20)  # noqa: SIM115 - caller closes
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(directory.rglob("*")):
+            rel = path.relative_to(directory).as_posix()
+            if path.is_symlink():
+                raise EngineError(f"build context {directory}: {rel} is a symbolic link")
+            info = tarfile.TarInfo(rel)
+            info.uid = info.gid = 0
+            info.mtime = 0
+            if path.is_dir():
+                info.type = tarfile.DIRTYPE
+                info.mode = 0o755
+                tar.addfile(info)
+            else:
+                info.size = path.stat().st_size
+                info.mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
+                with path.open("rb") as fh:
+                    tar.addfile(info, fh)
+    out.seek(0)
+    return out

@@ -15,10 +15,10 @@ from builder.engines.base import BuildFailed, EngineError
 from builder.errors import TrainimgError
 from builder.matrix.model import Cell
 from builder.workspace import Workspace, open_workspace
-from tests.build.fakes import FakeEngine, FakeStore
 from tests.build.helpers import CPU_CELL, REPO, MakeProject, RecordingUi
 from tests.build.test_wheelhouse import fake_closures, fake_wheel_bytes, fake_wheels, locked
 from tests.conftest import write_standin_trainer
+from tests.fake_engine import FakeEngine, FakeStore
 
 REPOSITORY = "localhost/t"
 

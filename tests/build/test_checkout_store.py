@@ -23,6 +23,7 @@ from builder.engines.discover import (
     DOCKER_SOCKETS,
     ROOTFUL_PODMAN,
     Choice,
+    EngineSearch,
     discover,
     locate,
 )
@@ -46,10 +47,12 @@ def _checkout(base: Path, *, store: bool) -> Path:
 
 def _locate(tmp_path: Path, cwd: Path, **env: str) -> Choice:
     return locate(
-        env=env,
-        cwd=cwd,
-        docker_sockets=[tmp_path / "docker.sock"],
-        rootful_podman=tmp_path / "podman.sock",
+        EngineSearch(
+            env=env,
+            cwd=cwd,
+            docker_sockets=[tmp_path / "docker.sock"],
+            rootful_podman=tmp_path / "podman.sock",
+        )
     )
 
 
@@ -146,7 +149,7 @@ def test_a_used_store_leaves_nothing_behind(tmp_path: Path) -> None:
         assert shell.stdout.splitlines()[-1] == str(local.root / "storage")
         # A trainimg-style session: discovery starts the service, containers run through it
         # (one left running, as a Ctrl-C would), the podman CLI runs one too.
-        endpoint = discover(env=env, cwd=co)
+        endpoint = discover(EngineSearch(env=env, cwd=co))
         assert endpoint.started and endpoint.local is not None
         import podman
 

@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from builder.engines.base import EngineUnavailable
-from builder.engines.discover import DOCKER_SOCKETS, ROOTFUL_PODMAN, Endpoint, discover
+from builder.engines.discover import (
+    DOCKER_SOCKETS,
+    ROOTFUL_PODMAN,
+    Endpoint,
+    EngineSearch,
+    discover,
+)
 from tests.build.conftest import FakeApiFactory
 from tests.build.helpers import REPO
 
@@ -19,9 +25,11 @@ from tests.build.helpers import REPO
 def test_nothing_reachable_says_how_to_start_one(tmp_path: Path) -> None:
     with pytest.raises(EngineUnavailable) as err:
         discover(
-            env={"XDG_RUNTIME_DIR": str(tmp_path)},
-            docker_sockets=[tmp_path / "d.sock"],
-            rootful_podman=tmp_path / "p.sock",
+            EngineSearch(
+                env={"XDG_RUNTIME_DIR": str(tmp_path)},
+                docker_sockets=[tmp_path / "d.sock"],
+                rootful_podman=tmp_path / "p.sock",
+            )
         )
     message = str(err.value)
     assert err.value.exit_code == 2
@@ -33,9 +41,9 @@ def test_nothing_reachable_says_how_to_start_one(tmp_path: Path) -> None:
 def test_explicit_endpoint_that_does_not_answer_is_named(tmp_path: Path) -> None:
     dead = f"unix://{tmp_path}/dead.sock"
     with pytest.raises(EngineUnavailable, match=r"CONTAINER_HOST"):
-        discover(env={"CONTAINER_HOST": dead}, rootful_podman=tmp_path / "p.sock")
+        discover(EngineSearch(env={"CONTAINER_HOST": dead}, rootful_podman=tmp_path / "p.sock"))
     with pytest.raises(EngineUnavailable, match=r"--url"):
-        discover(url=dead, env={})
+        discover(EngineSearch(url=dead, env={}))
 
 
 def test_order(tmp_path: Path, fake_apis: FakeApiFactory) -> None:
@@ -53,11 +61,13 @@ def test_order(tmp_path: Path, fake_apis: FakeApiFactory) -> None:
         **extra: str,
     ) -> Endpoint:
         return discover(
-            engine,
-            url,
-            env={**env, **extra},
-            docker_sockets=[tmp_path / "docker.sock"],
-            rootful_podman=tmp_path / rootful,
+            EngineSearch(
+                engine,
+                url,
+                env={**env, **extra},
+                docker_sockets=[tmp_path / "docker.sock"],
+                rootful_podman=tmp_path / rootful,
+            )
         )
 
     ep = find()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.engines.base import BuildFailed, EngineError, ImageNotFound, RunSpec
+from builder.engines.base import BuildFailed, BuildRequest, EngineError, ImageNotFound, RunSpec
 from builder.engines.docker import DockerEngine
 from builder.engines.podman import PodmanEngine
 from tests.build.conftest import FakeApi
@@ -28,7 +28,7 @@ def test_api_error_during_build(
     (tmp_path / "ctx").mkdir()
     (tmp_path / "ctx" / "Containerfile").write_text("FROM scratch\n")
     with pytest.raises(EngineError) as err:
-        engine.build(tmp_path / "ctx")
+        engine.build(BuildRequest(tmp_path / "ctx"))
     assert not isinstance(err.value, BuildFailed)
     assert "no space left on device" in str(err.value)
     assert engine.base_url in str(err.value)

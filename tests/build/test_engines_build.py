@@ -22,7 +22,7 @@ import pytest
 from builder import lock
 from builder.build import Builder, Outcome
 from builder.build_plan import BuildOptions, BuildPlan, plan_cells
-from builder.engines.base import BuildFailed, Engine, RunSpec
+from builder.engines.base import BuildFailed, BuildRequest, Engine, RunSpec
 from builder.engines.docker import DockerEngine
 from builder.engines.podman import PodmanEngine
 from builder.trainer_version import trainer_version
@@ -244,9 +244,8 @@ def test_build_a_directory_with_tags(engine: Engine, offline_base: str, tmp_path
     ref = f"localhost/trainimg-t{tmp_path.name[-6:].lower()}:{engine.name}"
     lines: list[str] = []
     try:
-        result = engine.build(
-            tmp_path, [ref], labels={"io.trainimg.test": "dir"}, on_log=lines.append
-        )
+        request = BuildRequest(tmp_path, [ref], labels={"io.trainimg.test": "dir"})
+        result = engine.build(request, on_log=lines.append)
         info = engine.inspect_image(ref)
         assert info.id == result.image_id
         assert info.user == "0"
@@ -279,7 +278,7 @@ def test_failing_run_step_is_a_build_failure_with_its_log(
         f"FROM {offline_base}\nRUN echo 'the last words' && exit 7\n"
     )
     with pytest.raises(BuildFailed) as err:
-        engine.build(tmp_path)
+        engine.build(BuildRequest(tmp_path))
     assert "exit status 7" in str(err.value) or "non-zero code: 7" in str(err.value)
     assert "the last words" in err.value.log_tail
     assert err.value.exit_code == 1

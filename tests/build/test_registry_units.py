@@ -16,6 +16,7 @@ from builder.errors import TrainimgError
 from builder.lock import BuildRecord
 from builder.registry import auth, pin, prune, pull, reference
 from tests.build.helpers import REPO
+from tests.fake_engine import FakeEngine
 
 DIGEST = "sha256:" + "ab" * 32
 
@@ -112,16 +113,8 @@ def test_release_date_is_the_newest_list() -> None:
         release_date(["Origin: Debian\n"])
 
 
-class _LyingRegistryEngine:
+class _LyingRegistryEngine(FakeEngine):
     """An engine whose pull succeeds but stores content under another digest."""
-
-    name = "fake"
-
-    def __init__(self) -> None:
-        self.pulled: list[str] = []
-
-    def pull(self, ref: str, creds: object = None, *, tls_verify: bool = True) -> None:
-        self.pulled.append(ref)
 
     def image_exists(self, ref: str) -> bool:
         return "@" not in ref
@@ -133,5 +126,5 @@ class _LyingRegistryEngine:
 def test_a_pull_whose_digest_does_not_match_is_refused() -> None:
     engine = _LyingRegistryEngine()
     with pytest.raises(pull.PullError, match=r"cell c1: base .* arrived with digest sha256:cdcd"):
-        pull.pull_base(engine, f"127.0.0.1:5000/base:1@{DIGEST}", "c1")  # type: ignore[arg-type]
-    assert engine.pulled == [f"127.0.0.1:5000/base:1@{DIGEST}"]
+        pull.pull_base(engine, f"127.0.0.1:5000/base:1@{DIGEST}", "c1")
+    assert engine.store.pulls == [f"127.0.0.1:5000/base:1@{DIGEST}"]

@@ -14,8 +14,8 @@ from builder.errors import TrainimgError
 from builder.fatbin import scan_paths
 from builder.labels import VERIFY_LABEL
 from builder.verify import scan as image_scan
+from tests.fake_engine import FakeEngine
 
-from .fake_engine import FakeEngine
 from .fatbin_bytes import PTX, SASS, container, elf64, entry
 
 

@@ -12,8 +12,7 @@ import pytest
 from builder.engines.base import EngineError, RunSpec
 from builder.labels import VERIFY_LABEL
 from builder.verify.lifecycle import plan_gpus, running_container
-
-from .fake_engine import FakeEngine
+from tests.fake_engine import FakeEngine
 
 
 def test_removed_after_success() -> None:

@@ -1,5 +1,8 @@
-"""An in-memory Engine for the builder's own logic: tags, records, failures and Ctrl-C at
-exact moments, without a container engine."""
+"""The tests' one in-memory Engine (builder.engines.base.Engine, no container engine behind
+it): images and names in a FakeStore that the engines of a parallel build share, containers
+that "run" without running, every call recorded, and hooks that fail or interrupt at exact
+moments. It implements the interface rather than subclassing engines/sdk.SdkEngine: the base
+holds what the SDK clients share, and a fake has no client."""
 
 from __future__ import annotations
 
@@ -9,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from builder.engines.base import (
-    BuildLog,
+    BuildRequest,
     BuildResult,
+    Engine,
     EngineError,
     ImageInfo,
     ImageNotFound,
@@ -18,6 +22,7 @@ from builder.engines.base import (
     RunResult,
     RunSpec,
 )
+from builder.engines.build_log import BuildLog
 from builder.registry.auth import Credentials
 
 
@@ -41,50 +46,49 @@ class FakeStore:
         return sorted(r for r in self.names if r.startswith(repo + ":"))
 
 
+@dataclass
 class FakeEngine:
-    name = "fake"
-    base_url = "fake://"
-
-    def __init__(self, store: FakeStore) -> None:
-        self.store = store
+    store: FakeStore = field(default_factory=FakeStore)
+    name: str = "fake"
+    base_url: str = "fake://"
+    running: dict[str, RunSpec] = field(default_factory=dict)  # container name -> spec
+    calls: list[tuple[str, str]] = field(default_factory=list)  # (what, image or container)
+    run_result: RunResult = field(default_factory=lambda: RunResult(0, "", ""))
+    last_run: RunSpec = field(init=False)  # the spec of the latest run()
+    on_start: Callable[[RunSpec], None] | None = None  # called once the container "runs"
+    closed: bool = False
 
     def version(self) -> str:
         return "fake"
 
-    def build(
-        self,
-        context: Path,
-        tags: Sequence[str] = (),
-        *,
-        containerfile: str = "Containerfile",
-        buildargs: Mapping[str, str] | None = None,
-        labels: Mapping[str, str] | None = None,
-        network: str | None = None,
-        pull: bool = False,
-        nocache: bool = False,
-        on_log: LogSink | None = None,
-    ) -> BuildResult:
+    def build(self, request: BuildRequest, *, on_log: LogSink | None = None) -> BuildResult:
+        """The image id is the hash of the context file (a tarball), so equal contexts make
+        equal images, as on a real engine."""
         self.store.builds += 1
         log = BuildLog(on_log)
         log.feed("STEP 1/2: FROM base\nSTEP 2/2: COPY trainer/ /opt/trainimg/trainer/\n")
         if self.store.on_build is not None:
-            self.store.on_build(context)
-        image_id = "sha256:" + hashlib.sha256(context.read_bytes()).hexdigest()
-        self.store.images[image_id] = dict(labels or {})
+            self.store.on_build(request.context)
+        image_id = "sha256:" + hashlib.sha256(request.context.read_bytes()).hexdigest()
+        self.store.images[image_id] = dict(request.labels)
         log.feed(f"COMMIT\n{image_id.removeprefix('sha256:')}\n")
-        return log.result(image_id)
+        result = log.result(image_id)
+        for ref in request.tags:
+            self.tag(result.image_id, ref)
+        return result
 
     def _resolve(self, ref: str) -> str:
         if ref in self.store.images:
             return ref
         if ref in self.store.names:
             return self.store.names[ref]
-        raise ImageNotFound(f"image {ref}: not here")
+        raise ImageNotFound(f"image {ref}: not in the store")
 
     def image_exists(self, ref: str) -> bool:
         return ref in self.store.images or ref in self.store.names
 
     def inspect_image(self, ref: str) -> ImageInfo:
+        self.calls.append(("inspect", ref))
         image_id = self._resolve(ref)
         tags = tuple(sorted(r for r, i in self.store.names.items() if i == image_id))
         return ImageInfo(
@@ -110,19 +114,25 @@ class FakeEngine:
         self.store.names.pop(ref, None)
 
     def run(self, spec: RunSpec, *, timeout: float = 600) -> RunResult:
-        raise NotImplementedError
+        self.calls.append(("run", spec.image))
+        self.last_run = spec
+        return self.run_result
 
     def start(self, spec: RunSpec) -> str:
-        raise NotImplementedError
+        name = spec.name or f"c{len(self.calls)}"
+        self.calls.append(("start", name))
+        self.running[name] = spec
+        if self.on_start is not None:
+            self.on_start(spec)
+        return name
 
     def remove_container(self, name: str) -> None:
-        raise NotImplementedError
+        self.calls.append(("remove", name))
+        self.running.pop(name, None)
 
     def containers(self, label: str | None = None) -> list[str]:
-        return []
-
-    def close(self) -> None:
-        pass
+        key = (label or "").split("=", 1)[0]
+        return sorted(n for n, s in self.running.items() if not key or key in s.labels)
 
     def image_tags(self, repository: str) -> list[str]:
         return [r.removeprefix(repository + ":") for r in self.store.refs(repository)]
@@ -139,3 +149,10 @@ class FakeEngine:
             raise EngineError(f"pull {ref}: manifest unknown")
         self.store.pulls.append(ref)
         self.store.add(ref)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _is_an_engine(fake: FakeEngine) -> Engine:
+    return fake  # mypy: the fake keeps to the interface

@@ -1,0 +1,56 @@
+"""The build log reader every engine (and the tests' fake) feeds its build stream to: whole
+lines out of partial chunks, steps and cache hits counted in both builders' dialects, and the
+tail kept for the error message of a failed build."""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+
+from builder.engines.base import BuildFailed, BuildResult, LogSink, normalize_id
+
+TAIL_LINES = 40
+
+# buildah says "STEP 3/9: RUN ..." ("[2/3] STEP ..." in multi-stage builds) and "--> Using cache
+# <id>"; Docker's classic builder says "Step 3/9 : RUN ..." and " ---> Using cache".
+STEP_LINE = re.compile(r"^(?:\[\d+/\d+\] )?(?:STEP|Step) \d+/\d+ ?: ")
+_CACHE = re.compile(r"^(?:-->| --->) Using cache")
+
+
+class BuildLog:
+    """Turns the engine's build stream into whole lines: counts steps and cache hits, keeps a
+    tail for error messages and passes each line to the caller's sink."""
+
+    def __init__(self, on_log: LogSink | None) -> None:
+        self._sink = on_log
+        self._partial = ""
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.steps = 0
+        self.cached = 0
+
+    def feed(self, text: str) -> None:
+        self._partial += text
+        *lines, self._partial = self._partial.split("\n")
+        for line in lines:
+            self._line(line.rstrip("\r"))
+
+    def close(self) -> None:
+        if self._partial:
+            self._line(self._partial)
+            self._partial = ""
+
+    def _line(self, line: str) -> None:
+        if STEP_LINE.match(line):
+            self.steps += 1
+        elif _CACHE.match(line):
+            self.cached += 1
+        self.tail.append(line)
+        if self._sink is not None:
+            self._sink(line)
+
+    def result(self, image_id: str) -> BuildResult:
+        return BuildResult(normalize_id(image_id), tuple(self.tail), self.steps, self.cached)
+
+    def failed(self, message: str) -> BuildFailed:
+        self.close()
+        return BuildFailed(message.strip(), tuple(self.tail))
