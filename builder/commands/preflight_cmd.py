@@ -20,7 +20,7 @@ from builder.errors import TrainimgError
 from builder.facts.driver_version import DriverVersion
 from builder.preflight import images as img
 from builder.preflight.checks import CHECK_IDS
-from builder.preflight.fleet import Context, record_name, run_fleet
+from builder.preflight.fleet import FleetInputs, record_name, run_fleet
 from builder.preflight.hostio import connect
 from builder.preflight.inventory import Target, targets
 from builder.preflight.model import UpgradePlan
@@ -203,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
     hosts = _targets(args)
     records, notes = ([], []) if args.no_images else _images(args)
     plan = UpgradePlan(args.target_driver, args.target_module, args.strict)
-    ctx = Context(
+    ctx = FleetInputs(
         plan,
         args.today or dt.date.today(),
         records,

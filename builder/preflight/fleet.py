@@ -38,7 +38,7 @@ Connect = Callable[[str], ReadOnlyHost]
 
 
 @dataclass(frozen=True)
-class Context:
+class FleetInputs:
     """What every host is judged against: the plan, the day, and the images not on the host."""
 
     plan: UpgradePlan
@@ -88,7 +88,7 @@ def host_facts(state: HostState) -> dict[str, Any]:
     }
 
 
-def judge_state(state: HostState, ctx: Context) -> HostReport:
+def judge_state(state: HostState, ctx: FleetInputs) -> HostReport:
     checks = run_checks(state, ctx.plan, ctx.today)
     records = list(ctx.images)
     notes = list(ctx.image_notes)
@@ -140,7 +140,7 @@ def unreachable(name: str, why: str) -> HostReport:
     return HostReport(name, [reach(None, why)], reachable=False)
 
 
-def preflight_host(target: Target, ctx: Context, connect_fn: Connect = connect) -> HostReport:
+def preflight_host(target: Target, ctx: FleetInputs, connect_fn: Connect = connect) -> HostReport:
     if target.spec is None:
         return unreachable(target.name, target.error or "no connection for this host")
     try:
@@ -175,7 +175,7 @@ def preflight_host(target: Target, ctx: Context, connect_fn: Connect = connect) 
 
 
 def run_fleet(
-    targets: list[Target], ctx: Context, jobs: int = 4, connect_fn: Connect = connect
+    targets: list[Target], ctx: FleetInputs, jobs: int = 4, connect_fn: Connect = connect
 ) -> list[HostReport]:
     if len(targets) == 1 or jobs <= 1:
         return [preflight_host(t, ctx, connect_fn) for t in targets]

@@ -11,7 +11,7 @@ import pytest
 from builder.facts.driver_version import DriverVersion
 from builder.judgement.finding import Finding
 from builder.preflight import images as img
-from builder.preflight.fleet import Context, preflight_host
+from builder.preflight.fleet import FleetInputs, preflight_host
 from builder.preflight.hostio import ReadOnlyHost
 from builder.preflight.inventory import Target
 from builder.preflight.model import UpgradePlan
@@ -35,9 +35,9 @@ def context(
     target: str | None = None,
     module: str | None = None,
     local: bool = True,
-) -> Context:
+) -> FleetInputs:
     plan = UpgradePlan(DriverVersion(target) if target else None, module)
-    return Context(plan, TODAY, images, [], local)
+    return FleetInputs(plan, TODAY, images, [], local)
 
 
 @pytest.fixture

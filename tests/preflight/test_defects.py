@@ -15,7 +15,7 @@ from builder.judgement.finding import Finding
 from builder.judgement.severity import BLOCK, OK, WARN
 from builder.preflight import checks
 from builder.preflight import images as img
-from builder.preflight.fleet import Context, preflight_host
+from builder.preflight.fleet import FleetInputs, preflight_host
 from builder.preflight.gather import gather
 from builder.preflight.host_state import HostState
 from builder.preflight.hostio import ReadOnlyHost
@@ -41,7 +41,7 @@ def test_595_reports_cuda_13_2_and_a_cuda_13_1_image_runs(run_fixture: RunFixtur
     ver = check_of(state, "driver.version")
     assert "CUDA 13.2 (nvidia-smi and the branch table agree)" in ver.message
     fake = FakeHost(Fixture.load_fixture("el9-l40s-r595-cuda13.2"))
-    ctx = Context(UpgradePlan(), TODAY, [require("cuda>=13.1", "13.1.0")], [], False)
+    ctx = FleetInputs(UpgradePlan(), TODAY, [require("cuda>=13.1", "13.1.0")], [], False)
     report = preflight_host(Target("h", "fake://h"), ctx, lambda _: ReadOnlyHost(fake, "h"))
     (row,) = report.rows
     assert row.now.status == "ok", row.now.reasons

@@ -11,7 +11,7 @@ import pytest
 
 from builder.cli import main
 from builder.facts.driver_version import DriverVersion
-from builder.preflight.fleet import Context, preflight_host
+from builder.preflight.fleet import FleetInputs, preflight_host
 from builder.preflight.hostio import ReadOnlyHost
 from builder.preflight.inventory import Target
 from builder.preflight.model import UpgradePlan
@@ -81,10 +81,10 @@ def test_recording_a_fixture_host_and_replaying_it_gives_the_same_report(
 ) -> None:
     fake = FakeHost(Fixture.load_fixture(name))
     target = Target(name, f"fake://{name}")
-    ctx = Context(UpgradePlan(DriverVersion("570.124.06")), TODAY, [], [], True, 20, tmp_path)
+    ctx = FleetInputs(UpgradePlan(DriverVersion("570.124.06")), TODAY, [], [], True, 20, tmp_path)
     first = preflight_host(target, ctx, lambda _: ReadOnlyHost(fake, name))
     replay = ReplayHost(Record.load(tmp_path / name))
-    ctx2 = Context(UpgradePlan(DriverVersion("570.124.06")), TODAY, [], [], True)
+    ctx2 = FleetInputs(UpgradePlan(DriverVersion("570.124.06")), TODAY, [], [], True)
     second = preflight_host(target, ctx2, lambda _: ReadOnlyHost(replay, name))
     assert [c.as_json() for c in second.checks] == [c.as_json() for c in first.checks]
     assert len(replay.lines) == len(fake.lines)
