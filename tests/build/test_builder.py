@@ -245,8 +245,14 @@ def test_ctrl_c_with_jobs_leaves_only_whole_cells(
     plans = build.plans(cells, pull=True)
     opts = build.opts(jobs=2, pull=True)
     builders.append(Builder(lambda: FakeEngine(store), opts, build.lock, build.work, build.ui))
-    with pytest.raises(KeyboardInterrupt):
-        builders[0].run(plans)
+    # Python's own Ctrl-C handler, as a terminal has it (a shell starts background jobs with
+    # SIGINT ignored, and then raise_signal would do nothing)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            builders[0].run(plans)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     records = lock.read(build.lock)
     assert len(records) < len(cells)
     for plan in plans:

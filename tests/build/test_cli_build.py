@@ -159,6 +159,9 @@ def test_ctrl_c_leaves_no_tags_and_no_half_written_lock(
         text=True,
         cwd=REPO,
         env={**os.environ, "COLUMNS": "200"},
+        # Ctrl-C reaches the CLI as from a terminal, even when pytest itself was started in the
+        # background (SIGINT ignored, which a child would inherit)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert proc.stderr is not None
