@@ -6,6 +6,7 @@ import datetime as dt
 import shutil
 from pathlib import Path
 
+from builder.cell_hash import with_content_hashes
 from builder.matrix.expand import Expansion, expand
 from builder.matrix.load import parse_matrix
 from builder.matrix.model import Cell, Matrix
@@ -35,7 +36,7 @@ def variant(*replacements: tuple[str, str]) -> str:
 
 def load(*replacements: tuple[str, str]) -> tuple[Matrix, Expansion]:
     matrix = parse_matrix(variant(*replacements), "matrix.yaml")
-    return matrix, expand(matrix)
+    return matrix, with_content_hashes(expand(matrix), matrix.project)
 
 
 def cell(name: str, *replacements: tuple[str, str]) -> Cell:
