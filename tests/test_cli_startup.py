@@ -70,7 +70,7 @@ def test_the_command_list_imports_no_command_module() -> None:
 
 @pytest.mark.parametrize(
     "argv",
-    [["matrix", "list"], ["matrix", "explain", CELL], ["compat", CELL, "--driver", "580.65.06"]],
+    [["matrix", "explain", CELL], ["compat", CELL, "--driver", "580.65.06"]],  # list: as explain
     ids=lambda argv: " ".join(argv[:2]),
 )
 def test_commands_called_in_loops_import_nothing_heavy(argv: list[str]) -> None:
