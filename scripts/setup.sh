@@ -51,7 +51,7 @@ wait_for_apt_locks() {
         fi
         if ((said < 0 || SECONDS - said >= 60)); then
             echo "setup: waiting for another apt/dpkg to finish: pid $pid" \
-                "($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-80)) holds" \
+                "($(tr '\0\n\t' '   ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-80)) holds" \
                 "${holder#* }; waited $((SECONDS - start))s of at most ${APT_LOCK_WAIT}s" >&2
             said=$SECONDS
         fi

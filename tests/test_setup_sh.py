@@ -22,14 +22,17 @@ time.sleep(float(sys.argv[2]))
 """
 
 
-def wait_for(lock: Path, bound: int) -> subprocess.CompletedProcess[str]:
+def waiter(lock: Path, bound: int) -> list[str]:
+    """bash that sources scripts/setup.sh and waits for `lock` (at most `bound` seconds)."""
     script = (
         f"source scripts/setup.sh\nAPT_LOCKS=({lock})\nAPT_LOCK_POLL=0.1\n"
         f"APT_LOCK_WAIT={bound}\nwait_for_apt_locks"
     )
-    return subprocess.run(
-        ["bash", "-c", script], cwd=REPO, capture_output=True, text=True, timeout=30
-    )
+    return ["bash", "-c", script]
+
+
+def wait_for(lock: Path, bound: int) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(waiter(lock, bound), cwd=REPO, capture_output=True, text=True, timeout=30)
 
 
 @pytest.fixture
@@ -62,13 +65,20 @@ def test_a_free_lock_is_not_waited_for_and_sourcing_runs_nothing(lock: Path) -> 
 
 
 def test_waits_for_the_holder_saying_who(lock: Path, holders: list[subprocess.Popen[str]]) -> None:
-    holder = hold(lock, 0.5)
+    holder = hold(lock, 60)
     holders.append(holder)
-    proc = wait_for(lock, 20)
-    assert proc.returncode == 0, proc.stderr
-    assert f"waiting for another apt/dpkg to finish: pid {holder.pid} (" in proc.stderr
-    assert f"holds {lock}" in proc.stderr
-    assert holder.poll() is not None  # it returned only once the holder had gone
+    waiting = subprocess.Popen(
+        waiter(lock, 60), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    holders.append(waiting)
+    assert waiting.stderr is not None
+    said = waiting.stderr.readline()  # it says so as soon as it finds the lock held
+    assert f"waiting for another apt/dpkg to finish: pid {holder.pid} (" in said
+    assert f"holds {lock}" in said
+    assert waiting.poll() is None  # still waiting while the lock is held
+    holder.kill()
+    holder.wait()
+    assert waiting.wait(timeout=30) == 0  # and done once the holder has gone
 
 
 def test_gives_up_after_its_bound_naming_the_lock_and_the_pid(
