@@ -13,7 +13,6 @@ built again (its `<repo>:<cell>` tag and record are brought in line if needed).
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import queue
 import threading
@@ -26,7 +25,7 @@ from pathlib import Path
 from builder import lock as lockfile
 from builder.build_journal import Cancelled, Journal
 from builder.build_plan import BuildOptions, BuildPlan
-from builder.engines.base import BuildRequest, Engine, EngineError, ImageInfo, short_id
+from builder.engines.base import BuildRequest, Engine, ImageInfo, short_id
 from builder.errors import TrainimgError
 
 TAIL = 30
@@ -67,10 +66,7 @@ def _record(
     plan: BuildPlan, info: ImageInfo, engine: Engine, built_at: str
 ) -> lockfile.BuildRecord:
     # a pinned base: the digest it was pulled by (checked then); else what the engine reports
-    base_digest = plan.cell.os.digest or (plan.base.digest if plan.base is not None else None)
-    if plan.base is None:  # pulled by this build: look at what arrived
-        with contextlib.suppress(EngineError):
-            base_digest = engine.inspect_image(plan.base_ref).digest
+    base_digest = plan.cell.os.digest or plan.base.digest
     cell = plan.cell
     return lockfile.BuildRecord(
         image_id=info.id,
@@ -119,7 +115,6 @@ class Builder:
                     buildargs=plan.buildargs,
                     labels=plan.labels,
                     network=plan.network,
-                    pull=plan.pull,
                     nocache=self.opts.nocache,
                 )
                 result = engine.build(request, on_log=on_log)

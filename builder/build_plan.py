@@ -47,11 +47,10 @@ class BuildPlan:
     buildargs: Mapping[str, str]
     labels: Mapping[str, str]
     network: str | None
-    pull: bool
     cell_tag: str
     hash_tag: str
     base_ref: str
-    base: ImageInfo | None
+    base: ImageInfo  # in the engine's store before any build starts: a build never pulls
     wheelhouse: Selection
 
     @property
@@ -73,8 +72,9 @@ def _check_drift(ws: Workspace, cells: Sequence[Cell]) -> dict[str, str]:
     return texts
 
 
-def _base(engine: Engine, cell: Cell, pull: bool) -> tuple[ImageInfo | None, bool]:
-    """The base image (None when it will be pulled) and whether this cell's build pulls."""
+def _base(engine: Engine, cell: Cell, pull: bool) -> ImageInfo:
+    """The base image, in the engine's store: made locally, pulled now by trainimg (--pull,
+    with the registry's credentials), or already there."""
     ref = cell.os.base_ref
     present = engine.image_exists(ref)
     if cell.os.local:
@@ -84,16 +84,16 @@ def _base(engine: Engine, cell: Cell, pull: bool) -> tuple[ImageInfo | None, boo
                 "locally, not pulled: run `trainimg base` (debootstrap -> podman import) "
                 "against the same engine store"
             )
-        return engine.inspect_image(ref), False
+        return engine.inspect_image(ref)
     if pull:  # pulled now, by trainimg with the registry's credentials; the build never pulls
         pull_base(engine, ref, cell.name)
-        return engine.inspect_image(ref), False
+        return engine.inspect_image(ref)
     if not present:
         raise TrainimgError(
             f"cell {cell.name}: base image {ref} is not in the engine's store: pass --pull to "
             "fetch it from its registry (an air-gapped site loads it with `podman load` first)"
         )
-    return engine.inspect_image(ref), False
+    return engine.inspect_image(ref)
 
 
 def plan_cells(
@@ -118,7 +118,7 @@ def plan_cells(
     selections = {cell.name: select(opts.wheelhouse, cell, project) for cell in cells}
     plans = []
     for cell in cells:
-        base, pull = _base(engine, cell, opts.pull)
+        base = _base(engine, cell, opts.pull)
         selection = selections[cell.name]
         hashed_labels = {TRAINER_VERSION_LABEL: version}
         ctx = assemble(
@@ -127,7 +127,7 @@ def plan_cells(
             selection,
             buildargs=buildargs,
             labels=hashed_labels,
-            base=base.id if base is not None else cell.os.base_ref,
+            base=base.id,
         )
         labels = {**hashed_labels, BUILD_HASH_LABEL: ctx.content_hash}
         plans.append(
@@ -137,7 +137,6 @@ def plan_cells(
                 buildargs=buildargs,
                 labels=labels,
                 network=network,
-                pull=pull,
                 cell_tag=f"{repo}:{cell.name}",
                 hash_tag=f"{repo}:{ctx.content_hash}",
                 base_ref=cell.os.base_ref,

@@ -10,9 +10,6 @@ rest of the toolkit, the verify suite included, refers to these.
 
 from __future__ import annotations
 
-import hashlib
-import json
-
 from builder import __version__
 from builder.facts import cuda as cuda_rules
 from builder.facts import torch_builds
@@ -147,40 +144,3 @@ def cell_labels(cell: Cell, project: Project) -> dict[str, str]:
     if cell.gpus:
         out[GPUS_LABEL] = " ".join(g.key for g in cell.gpus)
     return out
-
-
-def content_hash(cell: Cell, project: Project) -> str:
-    """A stable hash of everything the cell resolves to: values, pins, labels and environment."""
-    identity = {
-        "values": cell.axis_values(),
-        "torch": str(cell.torch),
-        "base": cell.os.base_ref,
-        "os_pins": {
-            "python": [cell.os.python[cell.python].name, cell.os.python[cell.python].version]
-            if cell.python in cell.os.python
-            else None,
-            "gcc": [[p.name, p.version] for p in cell.os.gcc.get(cell.gcc, ())],
-            "packages": [[p.name, p.version] for p in cell.os.packages],
-            "devel": [[p.name, p.version] for p in cell.os.devel_packages],
-            "devel_repos": list(cell.os.devel_repos),
-        },
-        "cuda": (
-            {
-                fam: [
-                    repo.repo,
-                    repo.gpgkey_sha256,
-                    [[p.name, p.version] for p in repo.runtime],
-                    [[p.name, p.version] for p in repo.devel],
-                ]
-                for fam, repo in sorted(cell.cuda.repos.items())
-            }
-            if cell.cuda
-            else None
-        ),
-        "python_packages": [[p.name, p.version] for p in cell.python_packages],
-        "gpus": [g.key for g in cell.gpus],
-        "labels": cell_labels(cell, project),
-        "env": env(cell),
-    }
-    blob = json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]

@@ -31,7 +31,10 @@ from builder.labels import (
 )
 from builder.matrix.model import Cell, Pin, Project
 
-TEMPLATE_DIR = Path("images") / "templates"  # base.Containerfile.j2 and one per OS family
+# The blocks every image shares, at the top of the project (beside matrix.yaml and images/);
+# one template per OS family extends it from TEMPLATE_DIR: <family>.Containerfile.j2.
+BASE_TEMPLATE = "Containerfile.base"
+TEMPLATE_DIR = Path("images") / "templates"
 OUTPUT_NAME = "Containerfile"
 HEADER = "# Rendered by trainimg"
 
@@ -62,8 +65,9 @@ def _deb(pin: Pin) -> str:
 
 
 def environment(root: Path) -> jinja2.Environment:
+    """Templates come from TEMPLATE_DIR, then the project's top (where BASE_TEMPLATE is)."""
     env_ = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(root / TEMPLATE_DIR)),
+        loader=jinja2.FileSystemLoader([str(root / TEMPLATE_DIR), str(root)]),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=False,
@@ -123,9 +127,10 @@ def render_cell(jenv: jinja2.Environment, cell: Cell, project: Project) -> str:
         template = jenv.get_template(name)
         text = template.render(template_vars(cell, project))
     except jinja2.TemplateNotFound as exc:
+        needs = f"{TEMPLATE_DIR}/{name}" if exc.name == name else exc.name
         raise RenderError(
-            f"template {exc.name} not found (looked in {TEMPLATE_DIR}/): "
-            f"the {cell.os.family} family needs {name}"
+            f"template {exc.name} not found (looked in {TEMPLATE_DIR}/ and the project's top, "
+            f"beside matrix.yaml): the {cell.os.family} family needs {needs}"
         ) from None
     except jinja2.UndefinedError as exc:
         raise RenderError(f"template {name} for cell {cell.name}: {exc.message}") from None

@@ -6,6 +6,7 @@ import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 
+from builder.cell_hash import with_content_hashes
 from builder.errors import MatrixError, TrainimgError
 from builder.judgement.matrix import first_error
 from builder.matrix.expand import Expansion, expand
@@ -55,7 +56,7 @@ def open_workspace(
     path = Path(matrix_path)
     day = today or dt.date.today()
     matrix = load_matrix(path)
-    expansion = expand(matrix)
+    expansion = with_content_hashes(expand(matrix), matrix.project)
     _check_defaults(matrix, expansion)
     if strict:
         err = first_error(matrix, expansion, day)

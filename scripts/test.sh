@@ -26,6 +26,8 @@ usage: scripts/test.sh [--quick] [PYTEST-ARGS...]
   -h, --help   this text
 
 Extra arguments go to pytest, e.g. scripts/test.sh --quick -k render
+CI=true (.ci/run sets it): a test that skips for anything but missing hardware (an NVIDIA GPU)
+fails the run; the 25 slowest test phases are listed (tests/strict_ci.py)
 EOF
 }
 
@@ -57,6 +59,9 @@ scripts/setup.sh
 .venv/bin/trainimg render --check
 status=0
 .venv/bin/pytest "$@" || status=$?
+if ((status == 5)); then # pytest's "no tests collected": nothing ran, so nothing passed
+    echo "test: pytest collected no tests (exit 5): check the arguments ($*)" >&2
+fi
 # Nothing left behind: the test session releases its podman store (tests/conftest.py), so no
 # mount under the checkout remains and `rm -rf` of it works.
 if grep -q " $PWD/" /proc/mounts; then

@@ -13,6 +13,17 @@ import pytest
 from builder.base_image import BaseSpec, make_offline_base
 from builder.engines.local_podman import LocalPodman
 
+# Strict CI (tests/strict_ci.py): under CI=true only a skip for missing hardware is accepted;
+# every run that skipped something ends with the table of skips and their reasons.
+from tests.strict_ci import (  # noqa: F401 - hooks, taken in by name
+    pytest_configure,
+    pytest_make_collect_report,
+    pytest_runtest_makereport,
+    pytest_terminal_summary,
+)
+
+pytest_plugins = ["pytester"]  # tests/test_strict_ci.py runs the hooks on small test files
+
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("TRAINIMG_TEST_CACHE", REPO / ".cache" / "test"))
 BASE_TAG = "localhost/trainimg-base:bookworm"

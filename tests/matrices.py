@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 from pathlib import Path
 
+from builder.cell_hash import with_content_hashes
 from builder.matrix.expand import Expansion, expand
 from builder.matrix.load import parse_matrix
 from builder.matrix.model import Cell, Matrix
+from builder.render import BASE_TEMPLATE, TEMPLATE_DIR
 
 DATA = Path(__file__).parent / "data"
+REPO = DATA.parent.parent
 MINIMAL = (DATA / "minimal.yaml").read_text(encoding="utf-8")
 TODAY = dt.date(2026, 11, 29)
+
+
+def copy_templates(root: Path) -> Path:
+    """Put this project's templates into the project at `root` (its Containerfile.base and
+    images/templates/), as render looks for them; returns root."""
+    shutil.copytree(REPO / TEMPLATE_DIR, root / TEMPLATE_DIR)
+    shutil.copy(REPO / BASE_TEMPLATE, root / BASE_TEMPLATE)
+    return root
 
 
 def variant(*replacements: tuple[str, str]) -> str:
@@ -24,7 +36,7 @@ def variant(*replacements: tuple[str, str]) -> str:
 
 def load(*replacements: tuple[str, str]) -> tuple[Matrix, Expansion]:
     matrix = parse_matrix(variant(*replacements), "matrix.yaml")
-    return matrix, expand(matrix)
+    return matrix, with_content_hashes(expand(matrix), matrix.project)
 
 
 def cell(name: str, *replacements: tuple[str, str]) -> Cell:

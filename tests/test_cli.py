@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from builder.cli import main
-from tests.matrices import DATA, DIGEST_LINE, variant
+from tests.matrices import DATA, DIGEST_LINE, copy_templates, variant
 
 REPO = Path(__file__).resolve().parent.parent
 M = str(DATA / "minimal.yaml")
@@ -112,7 +112,7 @@ def test_check_json_and_strict(capsys: pytest.CaptureFixture[str], tmp_path: Pat
 
 
 def test_render_then_check(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    shutil.copytree(REPO / "images" / "templates", tmp_path / "images" / "templates")
+    copy_templates(tmp_path)
     matrix = tmp_path / "matrix.yaml"
     shutil.copy(M, matrix)
     code, out, _ = run(capsys, "render", "--check", "--matrix", str(matrix), *DAY)
@@ -131,7 +131,7 @@ def test_render_then_check(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
 def test_render_warns_about_unpinned_bases(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    shutil.copytree(REPO / "images" / "templates", tmp_path / "images" / "templates")
+    copy_templates(tmp_path)
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(variant((DIGEST_LINE, "")))
     code, _, err = run(capsys, "render", "--matrix", str(matrix), *DAY)

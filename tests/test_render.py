@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 
 from builder import wheel_groups
 from builder.atomic_file import atomic_write
+from builder.build_context import assemble
 from builder.errors import RenderError
 from builder.facts import torch_builds
 from builder.labels import (
@@ -23,8 +23,17 @@ from builder.labels import (
     GCC_LABEL,
     cell_labels,
 )
-from builder.render import drift, environment, render_all, render_cell, write_all
-from tests.matrices import load
+from builder.render import (
+    BASE_TEMPLATE,
+    TEMPLATE_DIR,
+    drift,
+    environment,
+    render_all,
+    render_cell,
+    write_all,
+)
+from tests.conftest import write_standin_trainer
+from tests.matrices import copy_templates, load
 
 REPO = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).parent / "data" / "golden"
@@ -165,28 +174,60 @@ def test_pinned_base_is_used_by_digest() -> None:
     assert "WARNING" not in text
 
 
-def _project_copy(tmp_path: Path) -> Path:
-    shutil.copytree(REPO / "images" / "templates", tmp_path / "images" / "templates")
-    return tmp_path
-
-
 def test_undefined_template_value_is_an_error(tmp_path: Path) -> None:
-    root = _project_copy(tmp_path)
-    base = root / "images" / "templates" / "base.Containerfile.j2"
+    root = copy_templates(tmp_path)
+    base = root / BASE_TEMPLATE
     base.write_text(base.read_text().replace("{{ base_ref }}", "{{ base_reff }}"))
     with pytest.raises(RenderError, match="'base_reff' is undefined"):
         render_all(root, EXPANSION.cells, MATRIX.project)
 
 
 def test_missing_family_template(tmp_path: Path) -> None:
-    root = _project_copy(tmp_path)
+    root = copy_templates(tmp_path)
     (root / "images" / "templates" / "debian.Containerfile.j2").unlink()
     with pytest.raises(RenderError, match=r"debian\.Containerfile\.j2 not found"):
         render_all(root, EXPANSION.cells, MATRIX.project)
 
 
+def test_the_base_template_is_at_the_top_and_every_family_extends_it() -> None:
+    """The layout the design card names: Containerfile.base beside matrix.yaml and images/."""
+    assert (REPO / BASE_TEMPLATE).is_file()
+    families = sorted((REPO / TEMPLATE_DIR).glob("*.Containerfile.j2"))
+    assert [f.name for f in families] == ["debian.Containerfile.j2", "el9.Containerfile.j2"]
+    for family in families:
+        assert f'{{% extends "{BASE_TEMPLATE}" %}}' in family.read_text(), family
+
+
+def test_the_base_template_drives_every_cell_and_the_content_hash(tmp_path: Path) -> None:
+    root = copy_templates(tmp_path / "project")
+    trainer = write_standin_trainer(tmp_path / "trainer")
+    before = render_all(root, EXPANSION.cells, MATRIX.project)
+    base = root / BASE_TEMPLATE
+    base.write_text(
+        base.read_text().replace("FROM {{ base_ref }} AS os", "FROM {{ base_ref }} AS os\n# edited")
+    )
+    after = render_all(root, EXPANSION.cells, MATRIX.project)
+    assert before.keys() == after.keys()
+    for rel, text in after.items():
+        assert "\n# edited\n" in text and "# edited" not in before[rel], rel
+
+    def content_hash(text: str) -> str:
+        return assemble(text, trainer, None, buildargs={}, labels={}, base="sha256:0").content_hash
+
+    assert all(content_hash(before[rel]) != content_hash(after[rel]) for rel in after)
+
+
+def test_a_missing_base_template_is_named(tmp_path: Path) -> None:
+    root = copy_templates(tmp_path)
+    (root / BASE_TEMPLATE).unlink()
+    with pytest.raises(
+        RenderError, match=r"template Containerfile\.base not found .*beside matrix"
+    ):
+        render_all(root, EXPANSION.cells, MATRIX.project)
+
+
 def test_write_then_drift(tmp_path: Path) -> None:
-    root = _project_copy(tmp_path)
+    root = copy_templates(tmp_path)
     outputs = render_all(root, EXPANSION.cells, MATRIX.project)
     first = write_all(root, outputs)
     assert len(first.missing) == len(outputs) and drift(root, outputs).clean

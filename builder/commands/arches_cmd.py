@@ -30,7 +30,6 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "arches",
         parents=[shared_options()],
-        help="list SASS/PTX targets per CUDA library of a file, directory or image",
         description=(
             "List the compiled GPU targets (SASS sm_XY, PTX compute_XY) of every CUDA library "
             "in a file, a directory (e.g. a site-packages) or an image, without a GPU or a CUDA "

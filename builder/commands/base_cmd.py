@@ -23,7 +23,6 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "base",
         parents=[shared_options()],
-        help="make the offline base image(s) for local OSes (debootstrap -> engine import)",
         description=(
             "Make the base image of every OS the matrix marks `local: true`, with debootstrap "
             "from Debian's mirror (plus the -updates and -security suites) and an import "

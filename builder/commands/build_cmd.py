@@ -38,7 +38,6 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "build",
         parents=[shared_options()],
-        help="build cells' images (podman-py or docker SDK), tag and record them",
         description=(
             "Build each CELL (default: the matrix's project.default_cell; --all: every cell) "
             "from its rendered Containerfile, tag it <repo>:<cell> and <repo>:<content hash>, "

@@ -1,5 +1,6 @@
 """Options most subcommands share (--matrix and --today; --engine and --url for those that talk
-to an engine), and the workspace a command opens from its --matrix and --today.
+to an engine; a driver version for preflight and compat), and the workspace a command opens from
+its --matrix and --today.
 
 `trainimg env` takes none of them. Not every workspace is opened here: preflight opens one per
 --matrix it is given, and verify the matrix an image's cell came from (builder/verify/target.py).
@@ -10,9 +11,14 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import re
 
-from builder.engines.discover import ENGINE_NAMES
+from builder.facts.driver_version import DriverVersion
 from builder.workspace import DEFAULT_MATRIX, Workspace, open_workspace
+
+# A full NVIDIA Linux driver version: a three-digit branch, then one or two parts
+# (570.26, 570.124.06, 580.65.06); no leading zero, no fourth part.
+_FULL_DRIVER = re.compile(r"[1-9][0-9]{2}\.[0-9]{1,3}(\.[0-9]{1,3})?")
 
 
 def _date(text: str) -> dt.date:
@@ -44,6 +50,8 @@ def workspace(args: argparse.Namespace, *, strict: bool = True) -> Workspace:
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:
     """--engine and --url, as every command that talks to a container engine takes them."""
+    from builder.engines.discover import ENGINE_NAMES  # only commands that use an engine
+
     p.add_argument(
         "--engine",
         choices=ENGINE_NAMES,
@@ -53,3 +61,14 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--url", help="the engine's API URL (unix:///..., tcp://...); default: discovery"
     )
+
+
+def driver_argument(text: str) -> DriverVersion:
+    """An argparse type for a driver version (`trainimg preflight --target-driver`, `trainimg
+    compat --driver`)."""
+    if not _FULL_DRIVER.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"not a driver version: {text!r} (expected BRANCH.MINOR[.PATCH] as NVIDIA writes "
+            "it, e.g. 570.124.06 or 570.26)"
+        )
+    return DriverVersion(text)

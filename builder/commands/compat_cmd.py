@@ -14,8 +14,8 @@ import subprocess
 import sys
 from typing import Any
 
-from builder.commands.common import shared_options, workspace
-from builder.commands.preflight_cmd import LOCK, driver_argument
+from builder import lock as lockfile
+from builder.commands.common import driver_argument, shared_options, workspace
 from builder.errors import TrainimgError
 from builder.preflight import compat
 from builder.preflight import images as img
@@ -26,7 +26,6 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "compat",
         parents=[shared_options()],
-        help="will an image (or a cell, or a requirement) run on a driver and GPU? no host needed",
         description=(
             "Judge one image against a driver and a GPU without a host: its NVIDIA_REQUIRE_* "
             "with libnvidia-container's semantics, forward and minor-version compatibility, "
@@ -63,7 +62,8 @@ def _image(args: argparse.Namespace) -> img.ImageRecord:
     try:
         ws = workspace(args, strict=False)
         cells = img.from_workspace(ws)
-        lock, _ = img.from_lock(ws.root / LOCK) if (ws.root / LOCK).is_file() else ([], [])
+        lock_path = ws.root / lockfile.DEFAULT_PATH
+        lock, _ = img.from_lock(lock_path) if lock_path.is_file() else ([], [])
     except TrainimgError:
         cells, lock = [], []
     for rec in img.merge(cells, lock):

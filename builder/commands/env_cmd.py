@@ -22,8 +22,6 @@ from builder.engines.local_podman import ROOT_ENV, LocalPodman
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "env",
-        help="print the exports that point podman/docker at trainimg's engine "
-        '(eval "$(trainimg env)")',
         description=(
             "Print shell exports (values shell-quoted) that point plain podman and docker at the "
             "engine every trainimg command here uses, in discovery's order (docs/build.md): "

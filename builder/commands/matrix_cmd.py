@@ -17,7 +17,7 @@ from builder.nvidia_require.write import nvidia_require_cuda
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("matrix", help="list, explain and check the compatibility matrix")
+    p = sub.add_parser("matrix")
     msub = p.add_subparsers(dest="matrix_command", required=True, metavar="{list,explain,check}")
     common = shared_options()
     ls = msub.add_parser("list", parents=[common], help="a table of the matrix's cells")

@@ -21,7 +21,6 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "pin",
         parents=[shared_options()],
-        help="resolve base image tags to digests and write them into matrix.yaml",
         description=(
             "For each OS (default: every OS whose base comes from a registry), ask the base's "
             "registry for the manifest digest of its tag and write it as oses.<os>.digest in "

@@ -10,14 +10,13 @@ import argparse
 import datetime as dt
 import json
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
-from builder.commands.common import shared_options
+from builder import lock as lockfile
+from builder.commands.common import driver_argument, shared_options
 from builder.errors import TrainimgError
-from builder.facts.driver_version import DriverVersion
 from builder.preflight import images as img
 from builder.preflight.checks import CHECK_IDS
 from builder.preflight.fleet import FleetInputs, record_name, run_fleet
@@ -27,23 +26,6 @@ from builder.preflight.model import UpgradePlan
 from builder.preflight.record import Record, find_records
 from builder.preflight.report import as_json, exit_code, render_fleet
 from builder.workspace import DEFAULT_MATRIX, open_workspace
-
-LOCK = Path("images") / "lock.json"
-
-
-# A full NVIDIA Linux driver version: a three-digit branch, then one or two parts
-# (570.26, 570.124.06, 580.65.06); no leading zero, no fourth part.
-_FULL_DRIVER = re.compile(r"[1-9][0-9]{2}\.[0-9]{1,3}(\.[0-9]{1,3})?")
-
-
-def driver_argument(text: str) -> DriverVersion:
-    """An argparse type for a driver version (also `trainimg compat --driver`)."""
-    if not _FULL_DRIVER.fullmatch(text):
-        raise argparse.ArgumentTypeError(
-            f"not a driver version: {text!r} (expected BRANCH.MINOR[.PATCH] as NVIDIA writes "
-            "it, e.g. 570.124.06 or 570.26)"
-        )
-    return DriverVersion(text)
 
 
 def _jobs(text: str) -> int:
@@ -62,7 +44,6 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "preflight",
         parents=[shared_options()],
-        help="read-only host checks before an NVIDIA driver upgrade, and its impact on every image",
         description=(
             "Inspect GPU hosts before a driver change, without changing them: OS (family from "
             "/etc/os-release) and kernels, kernel-devel and DKMS, the driver (loaded vs "
@@ -106,7 +87,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--lock",
         default=None,
-        help=f"build records to judge (default: {LOCK} beside the matrix, if present)",
+        help=f"build records to judge (default: {lockfile.DEFAULT_PATH} beside the matrix, if "
+        "present)",
     )
     p.add_argument(
         "--no-images",
@@ -191,7 +173,7 @@ def _images(args: argparse.Namespace) -> tuple[list[img.ImageRecord], list[str]]
             notes.append(f"matrix not judged: {exc}")
     else:
         notes.append(f"no matrix at {path}: matrix cells not judged")
-    lock_path = Path(args.lock) if args.lock else root / LOCK
+    lock_path = Path(args.lock) if args.lock else root / lockfile.DEFAULT_PATH
     lock: list[img.ImageRecord] = []
     if args.lock or lock_path.is_file():
         lock, lock_notes = img.from_lock(lock_path)

@@ -20,7 +20,6 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "prune",
         parents=[shared_options()],
-        help="remove content-hash tags no lock record references",
         description=(
             "List the <repository>:<content hash> tags in the engine's store (or, with "
             "--registry, in that registry repository) and remove those that no record of the "

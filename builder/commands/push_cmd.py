@@ -35,7 +35,6 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "push",
         parents=[shared_options()],
-        help="push built cells to a registry and record their digests",
         description=(
             "Push each CELL (default: project.default_cell) that the lock file records, as "
             "REGISTRY/REPO:<cell> and REGISTRY/REPO:<content hash>, and record the manifest "

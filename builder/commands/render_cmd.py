@@ -12,11 +12,7 @@ from builder.render import drift, render_all, write_all
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "render",
-        parents=[shared_options()],
-        help="render one Containerfile per cell into images/ (--check: list drift, write nothing)",
-    )
+    p = sub.add_parser("render", parents=[shared_options()])
     p.add_argument(
         "--check",
         action="store_true",

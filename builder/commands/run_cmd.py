@@ -44,7 +44,6 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "run",
         parents=[shared_options()],
-        help="run the bundled trainer in IMAGE (or CELL's image) right for this host",
         description=(
             "Compose the engine's run for this host and image: GPUs (CDI on podman, a device "
             "request on docker), --ipc=host and memlock for NCCL, /data and /ckpt volumes with "

@@ -22,8 +22,6 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "slurm",
         parents=[shared_options()],
-        help="write an sbatch script: one container per node, torchrun c10d, checkpoint on "
-        "the time limit",
         description=(
             "Render an sbatch script for CELL (or an image reference): srun starts one "
             "container per node (podman with CDI GPUs, or enroot/pyxis with "

@@ -24,8 +24,6 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "verify",
         parents=[shared_options()],
-        help="run the image's checks from inside a container (testinfra): versions, GPU, "
-        "sm_100 kernels, a short BF16/FP8 training step, labels, user",
         description=(
             "Start IMAGE (or the image of matrix CELL) with `sleep infinity`, run the testinfra "
             "suite against it through podman:// or docker://, and remove the container whatever "

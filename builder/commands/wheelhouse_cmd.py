@@ -19,7 +19,6 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "wheelhouse",
         parents=[shared_options()],
-        help="fill a wheelhouse (local wheels + pip download) for air-gapped builds",
         description=(
             "Put the whole dependency closure of the CELLs' pins (default: project.default_cell; "
             "--all: every cell), for each cell's Python and platform, into DEST: copied from "

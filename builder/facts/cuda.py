@@ -13,7 +13,6 @@ from builder.facts.sources import (
     CUDA_FORWARD_COMPAT,
     CUDA_MVC,
     CUDA_RELEASE_NOTES,
-    NVIDIA_CUDA_IMAGE_12_8_1,
     Source,
 )
 
@@ -98,8 +97,8 @@ REQUIRE_BRANDS: tuple[str, ...] = (
     "vws",
     "cloudgaming",
 )
+# The driver branches those brand windows name, per CUDA minor (the same image).
 REQUIRE_BRANCH_WINDOWS: dict[str, tuple[int, ...]] = {"12.8": (470, 535, 550, 560, 565)}
-REQUIRE_SOURCE = NVIDIA_CUDA_IMAGE_12_8_1
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from builder.facts.sources import DATACENTER_DRIVER_LIFECYCLE, DRIVER_INSTALL_GUIDE, Source
+from builder.facts.sources import DRIVER_INSTALL_GUIDE, Source
 
 # From R560 the open kernel modules are the default install; the 620 release notes say
 # "Proprietary Kernel Modules Removed" (DRIVER_INSTALL_GUIDE).
@@ -61,7 +61,6 @@ BRANCH_LIFECYCLE: dict[int, BranchLifecycle] = {
         BranchLifecycle(620, "LTSB", dt.date(2029, 9, 30), _LIFECYCLE_620),
     )
 }
-LIFECYCLE_SOURCE = DATACENTER_DRIVER_LIFECYCLE
 # Warn this many days ahead of a branch's end of life (trainimg policy, as for OS lifecycles).
 BRANCH_EOL_WARN_DAYS = 180
 

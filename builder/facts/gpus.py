@@ -89,7 +89,6 @@ OPEN_MODULES_SOURCE = OPEN_MODULES_BLOG
 # The trainer applies the same rules on its own (trainer/fp8/rules.py: it never imports the
 # builder); tests/test_fp8_rules_agree.py compares the two for every compute capability here.
 FP8_MIN_CC: CC = (8, 9)
-BF16_MIN_CC: CC = (8, 0)
 FP8_SOURCE = Source(
     "https://nvidia.github.io/TransformerEngine/ support matrix; "
     "pytorch aten/src/ATen/native/cuda/Blas.cpp (scaled_mm needs CC >= 9.0 or == 8.9)"

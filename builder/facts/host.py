@@ -108,7 +108,8 @@ FREE_DISK_SOURCE = Source("trainimg policy (DKMS build tree + modules; a new ini
 # --- NVML brand -> the string libnvidia-container matches `brand=` against -----------------
 # libnvidia-container maps only these NVML brands; every other brand (NVIDIA, NVIDIA RTX,
 # Quadro RTX, the virtual ones) reaches the requirement check as "Unknown" (compared without
-# case). Keys are nvidia-smi's "Product Brand" spellings, lower-cased.
+# case). Keys are nvidia-smi's "Product Brand" spellings, lower-cased. Source:
+# NVIDIA/libnvidia-container@947344949f26:src/driver.c (driver_get_device_brand_1_svc).
 LIBNVC_BRANDS: dict[str, str] = {
     "quadro": "quadro",
     "tesla": "tesla",
@@ -118,9 +119,6 @@ LIBNVC_BRANDS: dict[str, str] = {
     "titan": "titan",
 }
 LIBNVC_BRAND_OTHER = "unknown"
-LIBNVC_BRAND_SOURCE = Source(
-    "NVIDIA/libnvidia-container@947344949f26:src/driver.c (driver_get_device_brand_1_svc)"
-)
 
 
 def libnvc_brand(product_brand: str) -> str:
@@ -254,13 +252,10 @@ MEMORY_ERRORS_SOURCE = Source(
 # "Forward Compatibility is applicable only for systems with: NVIDIA Data Center GPUs; Select
 # NGC Server Ready SKUs of RTX cards; Jetson boards." The page names no SKU: the RTX PRO 6000
 # Blackwell Server Edition (a passively cooled server board) is taken as one; its Workstation
-# and Max-Q editions are not (name match is exact, case-insensitive, NVML's spelling).
+# and Max-Q editions are not (name match is exact, case-insensitive, NVML's spelling). Source
+# (unconfirmed: the SKU list is not on the page):
+# https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html
 FORWARD_COMPAT_RTX_SERVER_SKUS = frozenset({"nvidia rtx pro 6000 blackwell server edition"})
-FORWARD_COMPAT_RTX_SOURCE = Source(
-    "https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html "
-    '("Select NGC Server Ready SKUs of RTX cards"; the SKU list is not on the page)',
-    False,
-)
 
 
 def forward_compat_rtx_server(name: str) -> bool:

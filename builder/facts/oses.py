@@ -139,7 +139,6 @@ DISTROS: dict[str, Distro] = {
         ),
     )
 }
-FAMILIES = ("el9", "debian")
 # Warn this many days ahead of an OS release's end of life: trainimg policy, not a published
 # fact (the end-of-life dates are, each with its source above). Half a year is the time a team
 # needs to move its cells (or a host) to the next release; driver branches get the same window
@@ -152,7 +151,4 @@ EOL_WARN_DAYS = 180
 # deb.debian.org serves the same archive through its CDN).
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 DEBIAN_SECURITY_MIRROR = "http://deb.debian.org/debian-security"
-DEBIAN_MIRRORS_SOURCE = Source(
-    "https://www.debian.org/mirror/list and https://www.debian.org/security/", confirmed=False
-)
 GLIBC_SOURCE = _RHEL9_BASE

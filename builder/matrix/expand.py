@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from packaging.version import Version
 
 from builder import validate as v
 from builder.errors import MatrixError
 from builder.facts.cuda import cuda_tag
-from builder.labels import content_hash
 from builder.matrix.model import Cell, Excluded, Group, Matrix
 from builder.matrix.yamlnodes import keypath_join
 
@@ -100,5 +99,5 @@ def _group_cells(matrix: Matrix, index: int, group: Group) -> list[Cell]:
             python_packages=matrix.python_packages,
             origin=origin,
         )
-        out.append(replace(cell, content_hash=content_hash(cell, matrix.project)))
+        out.append(cell)
     return out

@@ -14,7 +14,7 @@ from builder.judgement.finding import Finding
 from builder.judgement.severity import BLOCK, WARN, Severity, worst
 from builder.preflight.impact import Row
 
-EXIT_OK, EXIT_BLOCK, EXIT_INPUT, EXIT_WARN = 0, 1, 2, 3
+EXIT_OK, EXIT_BLOCK, EXIT_WARN = 0, 1, 3  # 2, bad input, is the CLI's (TrainimgError)
 REPORT_SCHEMA = 1  # the version of as_json's shape
 
 

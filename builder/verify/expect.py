@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from builder import labels as label_rules
+from builder.cell_hash import content_hash
 from builder.facts import cuda as cuda_rules
 from builder.facts.oses import DISTROS
 from builder.matrix.model import Cell, Project
@@ -43,7 +44,7 @@ def from_cell(cell: Cell, project: Project) -> dict[str, Any]:
         "arch_list": list(label_rules.cell_arch_list(cell)),
         "nvidia_require_cuda": nvidia_require_cuda(cell.cuda.version) if cell.cuda else None,
         "labels": label_rules.cell_labels(cell, project),
-        "content_hash": label_rules.content_hash(cell, project),
+        "content_hash": content_hash(cell, project),
         "env": label_rules.env(cell),
         "trainer_version": _checkout_trainer_version(),
     }

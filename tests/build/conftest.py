@@ -23,6 +23,7 @@ from tests.build.helpers import REPO, CliResult, MakeProject, RunCli, repo_refs
 from tests.build.registry import REGISTRY as REGISTRY_BIN
 from tests.build.registry import Registry
 from tests.conftest import CACHE
+from tests.matrices import copy_templates
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ def make_project(tmp_path: Path, run_cli: RunCli) -> MakeProject:
 
     def make(template: str | None = None, matrix_edit: Callable[[str], str] | None = None) -> Path:
         root = tmp_path / f"project-{secrets.token_hex(3)}"
-        shutil.copytree(REPO / "images" / "templates", root / "images" / "templates")
+        copy_templates(root)
         text = (REPO / "matrix.yaml").read_text()
         (root / "matrix.yaml").write_text(matrix_edit(text) if matrix_edit else text)
         if template is not None:

@@ -286,13 +286,13 @@ def test_failing_run_step_is_a_build_failure_with_its_log(
     assert err.value.exit_code == 1
 
 
+# the docker SDK on podman's compat API is verified by tests/verify
+@pytest.mark.parametrize("built", ["dockerd", "podman"], indirect=True)
 def test_verify_runs_the_same_checks_on_each_engine(
     built: Built, run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`trainimg verify` of the built cell through the engine that built it (docker:// for the
     docker SDK: Debian's docker CLI, pointed at the engine's socket): the same checks pass."""
-    if built.kind == "docker":
-        pytest.skip("the docker SDK on podman's compat API: verified by tests/verify")
     monkeypatch.setenv("PATH", f"/usr/bin:{os.environ['PATH']}")  # Debian's docker CLI first
     engine = built.connect()
     url = engine.base_url
@@ -321,11 +321,11 @@ def _republish(wheel: Path, extra: str) -> None:
         dst.writestr(f"{package}/_republished.py", f"MARK = {extra!r}\n")
 
 
+# run through podman-py only: the keying is the Containerfile's COPY, alike on every engine
+@pytest.mark.parametrize("built", ["podman"], indirect=True)
 def test_a_republished_wheel_never_reuses_an_old_layer(
     built: Built, wheelhouse: Path, tmp_path: Path
 ) -> None:
-    if built.kind != "podman":
-        pytest.skip("run through podman-py only: the keying is the Containerfile's COPY")
     wh = tmp_path / "wh"
     wh.mkdir()
     for wheel in wheelhouse.glob("*.whl"):

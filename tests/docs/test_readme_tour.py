@@ -154,11 +154,18 @@ def after_demo(
 
 @pytest.mark.engine
 @pytest.mark.slow
-@pytest.mark.parametrize("page", PAGES)
+def _has_steps(page: str) -> bool:
+    """Does the page have a shell block that can run here? (A page that does not parse is
+    kept: test_pages_parse says why, and its tour fails.)"""
+    try:
+        return any(s.mark.kind != "skip" for s in tour(page))
+    except (TourError, AssertionError):
+        return True
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if _has_steps(p)])
 def test_tour(page: str, after_demo: dict[str, str], tmp_path: Path) -> None:
     todo = [s for s in tour(page) if s.mark.kind != "skip"]
-    if not todo:
-        pytest.skip(f"{page} has no shell block that can run here")
     cell, image = _default_cell()
     session = Session(dict(after_demo), tmp_path)
     if page != "README.md":  # a docs page is read in the shell README's tour set up

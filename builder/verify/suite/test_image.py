@@ -228,8 +228,6 @@ def test_sm_kernels_arch_flags(facts: dict[str, Any], ctx: dict[str, Any], detai
     missing = [a for a in _promised(ctx) if a not in flags]
     if missing:
         fail(f"torch._C._cuda_getArchFlags() lacks {' '.join(missing)} (it has {' '.join(flags)})")
-    if "sm_100" in _promised(ctx) and "sm_100" not in flags:
-        fail("no sm_100 (B200) kernels in torch's arch flags")
     detail(f"arch flags: {' '.join(flags)}")
 
 
