@@ -10,7 +10,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,19 +30,12 @@ from builder.workspace import DEFAULT_MATRIX, open_workspace
 LOCK = Path("images") / "lock.json"
 
 
-# A full NVIDIA Linux driver version: a three-digit branch, then one or two parts
-# (570.26, 570.124.06, 580.65.06); no leading zero, no fourth part.
-_FULL_DRIVER = re.compile(r"[1-9][0-9]{2}\.[0-9]{1,3}(\.[0-9]{1,3})?")
-
-
 def driver_argument(text: str) -> DriverVersion:
     """An argparse type for a driver version (also `trainimg compat --driver`)."""
-    if not _FULL_DRIVER.fullmatch(text):
-        raise argparse.ArgumentTypeError(
-            f"not a driver version: {text!r} (expected BRANCH.MINOR[.PATCH] as NVIDIA writes "
-            "it, e.g. 570.124.06 or 570.26)"
-        )
-    return DriverVersion(text)
+    try:
+        return DriverVersion.planned(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _jobs(text: str) -> int:
@@ -135,7 +127,13 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--timeout", type=_seconds, default=20, help="seconds per probe (default 20)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the report")
-    p.add_argument("--wide", action="store_true", help="do not shorten findings in the report")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="every check and the image table of every host (default: one line per host, "
+        "its fix, and the hosts per reason code)",
+    )
+    p.add_argument("--wide", action="store_true", help="with --verbose: do not shorten findings")
     p.set_defaults(func=run, matrix=None)
 
 
@@ -218,5 +216,5 @@ def run(args: argparse.Namespace) -> int:
         json.dump(as_json(reports, target), sys.stdout, indent=2)
         print()
     else:
-        print(render_fleet(reports, target, wide=args.wide))
+        print(render_fleet(reports, target, verbose=args.verbose, wide=args.wide))
     return exit_code(reports)

@@ -54,13 +54,14 @@ RPM_PACKAGES = frozenset(
         "kernel-devel",
         "kernel-headers",
         "dkms",
-        host_rules.FABRICMANAGER_PACKAGE,
+        *host_rules.FABRICMANAGER_PACKAGES,
         "nvidia-container-toolkit",
         "nvidia-driver",
         "podman",
     }
 )
 RPM_KMOD_GLOB = "kmod-nvidia*"
+RPM_NSCQ_GLOB = host_rules.NSCQ_PACKAGE_GLOB
 SMI_GPU_FIELDS = "index,uuid,name,compute_cap,driver_version,pci.bus_id,persistence_mode"
 SMI_APP_FIELDS = "pid,process_name,used_memory,gpu_uuid"
 UNITS = frozenset(
@@ -123,6 +124,7 @@ ALLOWED: tuple[Shape, ...] = (
         why="queries the package database",
     ),
     Shape("rpm", ("-qa", "--qf", RPM_QF, RPM_KMOD_GLOB), why="queries the package database"),
+    Shape("rpm", ("-qa", "--qf", RPM_QF, RPM_NSCQ_GLOB), why="queries the package database"),
     Shape("dkms", ("status",), why="prints the DKMS tree's state"),
     Shape("mokutil", ("--sb-state",), why="prints the Secure Boot state"),
     Shape(

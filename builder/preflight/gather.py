@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 
 from builder.facts import host as host_rules
+from builder.facts.driver_version import DriverVersion
 from builder.preflight import allowlist, parsers
 from builder.preflight.host_gpus import merged_gpus
 from builder.preflight.host_state import HostState
@@ -75,6 +76,9 @@ def _packages(host: ReadOnlyHost, state: HostState) -> None:
         state.rpm = parsers.rpm_q(o["rpm"].stdout)
         o["rpm-kmods"] = host.run("rpm", "-qa", "--qf", allowlist.RPM_QF, allowlist.RPM_KMOD_GLOB)
         state.kmods = parsers.precompiled_kmods(parsers.rpm_q(o["rpm-kmods"].stdout))
+        o["rpm-nscq"] = host.run("rpm", "-qa", "--qf", allowlist.RPM_QF, allowlist.RPM_NSCQ_GLOB)
+        if o["rpm-nscq"].ok:
+            state.nscq = parsers.rpm_q(o["rpm-nscq"].stdout).installed
     o["grubby"] = host.run("grubby", "--default-kernel")
     state.default_kernel = parsers.grubby_default(o["grubby"].stdout) if o["grubby"].ok else None
 
@@ -89,14 +93,14 @@ def _driver(host: ReadOnlyHost, state: HostState) -> None:
     state.module = parsers.nvidia_version(o["nvrm"].stdout) if o["nvrm"].ok else None
     o["sys-module"] = host.read("/sys/module/nvidia/version")
     sysmod = o["sys-module"]
-    state.sys_module_version = (sysmod.stdout.strip() or None) if sysmod.ok else None
+    state.sys_module_version = DriverVersion.parse(sysmod.stdout) if sysmod.ok else None
     o["modinfo"] = host.run("modinfo", "-F", "license", "nvidia")
     state.installed_flavour = (
         parsers.module_license(o["modinfo"].stdout) if o["modinfo"].ok else None
     )
     o["modinfo-version"] = host.run("modinfo", "-F", "version", "nvidia")
     mv = o["modinfo-version"]
-    state.installed_module_version = (mv.stdout.strip() or None) if mv.ok else None
+    state.installed_module_version = DriverVersion.parse(mv.stdout) if mv.ok else None
     o["lspci"] = host.run("lspci", "-nnk", "-d", "10de:")
     state.pci = parsers.lspci_nvidia(o["lspci"].stdout) if o["lspci"].ok else None
     if not state.nvidia_loaded:
@@ -117,7 +121,8 @@ def _driver(host: ReadOnlyHost, state: HostState) -> None:
 
 
 def _gpus(host: ReadOnlyHost, state: HostState) -> None:
-    state.gpus = merged_gpus(state)
+    smi_q = state.smi_q.gpus if state.smi_q else ()
+    state.gpus = merged_gpus(state.smi_gpus, smi_q, state.pci, state.nvidia_loaded)
 
 
 def _dkms_secure_boot(host: ReadOnlyHost, state: HostState) -> None:

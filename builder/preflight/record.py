@@ -41,6 +41,7 @@ SHORT: dict[str, tuple[str, ...]] = {
     "grubby": ("grubby", "--default-kernel"),
     "rpm": ("rpm", "-q", "--qf", al.RPM_QF, *sorted(al.RPM_PACKAGES)),
     "rpm-kmods": ("rpm", "-qa", "--qf", al.RPM_QF, al.RPM_KMOD_GLOB),
+    "rpm-nscq": ("rpm", "-qa", "--qf", al.RPM_QF, al.RPM_NSCQ_GLOB),
     "modinfo": ("modinfo", "-F", "license", "nvidia"),
     "modinfo-version": ("modinfo", "-F", "version", "nvidia"),
     "lspci": ("lspci", "-nnk", "-d", "10de:"),

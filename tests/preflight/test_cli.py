@@ -55,7 +55,8 @@ def test_json_report(capsys: pytest.CaptureFixture[str]) -> None:
     family = _this_os_family()
     code, out, _ = run_cli(capsys, "--json", "--target-driver", "570.124.06")
     doc = json.loads(out)
-    assert doc["schema"] == 1 and doc["target_driver"] == "570.124.06"
+    assert doc["schema"] == 2 and doc["target_driver"] == "570.124.06"
+    assert doc["hosts"][0]["verdicts"]["plan"] == doc["hosts"][0]["verdict"]
     assert doc["exit_code"] == code
     (local,) = doc["hosts"]
     assert local["host"] == "local" and local["reachable"]

@@ -22,6 +22,8 @@ from builder.preflight.parsers.kernel import (
     module_license,
     nouveau_blacklist,
     nvidia_version,
+    pci_device_id,
+    pci_name,
     proc_modules,
     xid_events,
 )
@@ -98,6 +100,8 @@ __all__ = [
     "nouveau_blacklist",
     "nvidia_version",
     "os_release",
+    "pci_device_id",
+    "pci_name",
     "podman_images",
     "podman_inspect",
     "podman_version",

@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from builder.facts.driver_version import DriverVersion
 from builder.preflight.parsers.safe_yaml import safe_load_yaml
 
 
@@ -32,7 +33,7 @@ class CdiSpec:
     cdi_version: str
     devices: tuple[str, ...]
     host_paths: tuple[str, ...]
-    driver_version: str | None  # the driver the spec was generated for
+    driver_version: DriverVersion | None  # the driver the spec was generated for
 
 
 def cdi_spec(path: str, text: str) -> CdiSpec | str:
@@ -85,7 +86,9 @@ def cdi_spec(path: str, text: str) -> CdiSpec | str:
                 if m:
                     hook_driver = m[1]
     versions = Counter(m[1] for p in paths if (m := _VERSIONED_LIB.search(p)))
-    driver = hook_driver or (versions.most_common(1)[0][0] if versions else None)
+    driver = DriverVersion.parse(
+        hook_driver or (versions.most_common(1)[0][0] if versions else None)
+    )
     unique = tuple(dict.fromkeys(p for p in paths if p.startswith("/")))
     return CdiSpec(
         path, str(doc["kind"]), str(doc.get("cdiVersion", "")), tuple(devices), unique, driver

@@ -7,6 +7,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from builder.facts.driver_version import DriverVersion
+
 
 @dataclass(frozen=True)
 class OsRelease:
@@ -39,10 +41,10 @@ def os_release(text: str) -> OsRelease | None:
     )
 
 
-def fm_version(text: str) -> str | None:
+def fm_version(text: str) -> DriverVersion | None:
     """`nv-fabricmanager --version`: "Fabric Manager version is : 535.161.08"."""
     m = re.search(r"Fabric Manager version is\s*:\s*(\S+)", text)
-    return m[1] if m else None
+    return DriverVersion.parse(m[1]) if m else None
 
 
 def getenforce(text: str) -> str | None:
