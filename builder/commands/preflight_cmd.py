@@ -11,6 +11,7 @@ import datetime as dt
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from builder.preflight import images as img
 from builder.preflight.checks import CHECK_IDS
 from builder.preflight.fleet import FleetInputs, record_name, run_fleet
 from builder.preflight.hostio import connect
-from builder.preflight.inventory import Target, targets
+from builder.preflight.inventory import Target, target_from_spec, targets
 from builder.preflight.model import UpgradePlan
 from builder.preflight.record import Record, find_records
 from builder.preflight.report import as_json, exit_code, render_fleet
@@ -155,7 +156,7 @@ def _targets(args: argparse.Namespace) -> list[Target]:
     elif args.limit:
         raise TrainimgError("--limit needs --inventory")
     if args.hosts:
-        out += [Target(s.strip(), s.strip()) for s in args.hosts.split(",") if s.strip()]
+        out += [target_from_spec(s.strip()) for s in args.hosts.split(",") if s.strip()]
     if not args.inventory and not args.hosts:
         out.append(Target("local", "local://"))
     if args.record:
@@ -201,16 +202,18 @@ def run(args: argparse.Namespace) -> int:
     hosts = _targets(args)
     records, notes = ([], []) if args.no_images else _images(args)
     plan = UpgradePlan(args.target_driver, args.target_module, args.strict)
-    ctx = FleetInputs(
-        plan,
-        args.today or dt.date.today(),
-        records,
-        notes,
-        not args.no_images,
-        args.timeout,
-        Path(args.record) if args.record else None,
-    )
-    reports = run_fleet(hosts, ctx, args.jobs, lambda spec: connect(spec, args.timeout))
+    with tempfile.TemporaryDirectory(prefix="trainimg-ssh-") as control:  # mode 0700
+        ctx = FleetInputs(
+            plan,
+            args.today or dt.date.today(),
+            records,
+            notes,
+            not args.no_images,
+            args.timeout,
+            Path(args.record) if args.record else None,
+            control,
+        )
+        reports = run_fleet(hosts, ctx, args.jobs, lambda spec: connect(spec, args.timeout))
     target = str(args.target_driver) if args.target_driver else None
     if args.json:
         json.dump(as_json(reports, target), sys.stdout, indent=2)

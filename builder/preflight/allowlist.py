@@ -43,6 +43,7 @@ READABLE: tuple[re.Pattern[str], ...] = (
     _path(r"/etc/dnf/plugins/versionlock\.list"),
     _path(r"/(etc|usr/lib|run)/modprobe\.d/[A-Za-z0-9_.@+-]+\.conf"),
     _path(r"/(etc|var/run)/cdi/[A-Za-z0-9_.@+-]+\.(yaml|yml|json)"),
+    _path(r"/etc/containers/storage\.conf"),
 )
 LISTABLE = frozenset({*host_rules.MODPROBE_DIRS, *host_rules.CDI_SPEC_DIRS})
 # Paths whose existence `ls -1d` reports (CDI spec entries, the DKMS key): absolute, no `..`.
@@ -162,6 +163,8 @@ ALLOWED: tuple[Shape, ...] = (
     Shape("podman", ("images", "--format", "json"), why="lists local images"),
     Shape("podman", ("image", "inspect"), _IMAGE_ID, 1, 100, why="prints image metadata"),
     Shape("getenforce", why="prints the SELinux mode"),
+    Shape("id", ("-u",), why="prints the caller's uid (whose podman store to look for)"),
+    Shape("printenv", ("HOME",), why="prints the caller's home (a rootless podman store)"),
     Shape(
         "journalctl",
         ("-k", "-b", "--no-pager", "-q", "-o", "short-monotonic", f"--grep={XID_PATTERN}"),

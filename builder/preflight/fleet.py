@@ -49,6 +49,7 @@ class FleetInputs:
     local_images: bool = True
     timeout: int = allowlist.TIMEOUT_S  # seconds per probe
     record_dir: Path | None = None  # --record DIR: write what each host returned
+    ssh_control_dir: str | None = None  # ssh master sockets: one connection per host
 
 
 def host_facts(state: HostState) -> dict[str, Any]:
@@ -175,7 +176,7 @@ def preflight_host(target: Target, ctx: FleetInputs, connect_fn: Connect = conne
         if target.record is not None:  # a recorded host (--from): replayed, nothing reached
             host = ReadOnlyHost(ReplayHost(Record.load(target.record, target.name)), target.name)
         elif target.connection is not None:  # an inventory host: fields as arguments, no URL
-            host = connect_validated(target.connection, ctx.timeout)
+            host = connect_validated(target.connection, ctx.timeout, ctx.ssh_control_dir)
         else:
             host = connect_fn(target.spec)
         state = gather(host, images=ctx.local_images)

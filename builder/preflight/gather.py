@@ -263,8 +263,39 @@ def _cdi(host: ReadOnlyHost, state: HostState, listing: dict[str, list[str]]) ->
         state.cdi_missing[spec.path] = [p for p in paths if p not in found]
 
 
+def _podman_store(host: ReadOnlyHost, state: HostState) -> str | None:
+    """Where this caller's podman keeps its images, if that store exists: `podman images`
+    creates it (and its database) where podman never ran, which would change the host."""
+    o = state.outputs
+    o["id"] = host.run("id", "-u")
+    root = o["id"].stdout.strip() == "0" if o["id"].ok else True
+    conf = o[f"cat {host_rules.PODMAN_STORAGE_CONF}"] = host.read(host_rules.PODMAN_STORAGE_CONF)
+    candidates = [parsers.graphroot(conf.stdout)] if conf.ok and root else []
+    if root:
+        candidates.append(host_rules.PODMAN_ROOT_STORE)
+    else:
+        o["home"] = host.run("printenv", "HOME")
+        home = o["home"].stdout.strip() if o["home"].ok else ""
+        if home.startswith("/"):
+            candidates.append(f"{home.rstrip('/')}/{host_rules.PODMAN_USER_STORE}")
+    paths = [
+        c for c in dict.fromkeys(candidates) if c and allowlist.permitted(("ls", "-1d", "--", c))
+    ]
+    if not paths:
+        return None
+    found, o["podman-store"] = _exists(host, paths)
+    return next((p for p in paths if p in found), None)
+
+
 def _images(host: ReadOnlyHost, state: HostState) -> None:
     o = state.outputs
+    store = _podman_store(host, state)
+    if store is None:
+        state.podman_store_note = (
+            "local images not listed: podman has no image store for this user here (listing "
+            "would create one; preflight only reads)"
+        )
+        return
     o["podman-images"] = host.run("podman", "images", "--format", "json")
     if not o["podman-images"].ok:
         return

@@ -28,6 +28,7 @@ from builder.labels import (
 from builder.nvidia_require.image_env import collect, disable_require
 from builder.nvidia_require.write import nvidia_require_cuda
 from builder.preflight.parsers import LocalImage
+from builder.preflight.shown import shown
 from builder.workspace import Workspace
 
 
@@ -178,12 +179,12 @@ def from_lock(path: Path) -> tuple[list[ImageRecord], list[str]]:
                 reqs = (nvidia_require_cuda(Version(str(cuda)), forward_compat=windows),)
                 origin = f"derived from CUDA {cuda} (the record holds no environment)"
             except InvalidVersion:
-                notes.append(f"{path}: cells.{name}.cuda {cuda!r} is not a version")
+                notes.append(f"{path}: cells.{shown(name)}.cuda {shown(cuda)} is not a version")
         tags = rec.get("tags")
-        shown = name if not isinstance(tags, list) or not tags else str(tags[0])
+        tag = name if not isinstance(tags, list) or not tags else str(tags[0])
         out.append(
             ImageRecord(
-                shown,
+                tag,
                 "lock",
                 reqs,
                 origin,

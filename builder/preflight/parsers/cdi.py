@@ -13,6 +13,7 @@ import yaml
 
 from builder.facts.driver_version import DriverVersion
 from builder.preflight.parsers.safe_yaml import safe_load_yaml
+from builder.preflight.shown import shown
 
 
 def ctk_version(text: str) -> str | None:
@@ -44,7 +45,7 @@ def cdi_spec(path: str, text: str) -> CdiSpec | str:
     try:
         doc = safe_load_yaml(text)
     except yaml.YAMLError as exc:
-        return f"{path} does not parse as YAML/JSON: {str(exc).splitlines()[0]}"
+        return f"{path} does not parse as YAML/JSON: {shown(str(exc).splitlines()[0], 200)}"
     if not isinstance(doc, dict) or "kind" not in doc:
         return f"{path} is not a CDI spec (no `kind`)"
     edits: list[dict[str, Any]] = []
@@ -78,7 +79,7 @@ def cdi_spec(path: str, text: str) -> CdiSpec | str:
             args = hook.get("args") or []
             if not isinstance(args, list):
                 return (
-                    f"{path}: hooks[{n}].args is {args!r}, not a list of strings "
+                    f"{path}: hooks[{n}].args is {shown(args)}, not a list of strings "
                     "(not a valid CDI spec: podman refuses it)"
                 )
             for arg in args:

@@ -150,6 +150,16 @@ def nouveau_blacklist(files: dict[str, str], cmdline: str = "") -> Blacklist:
     return Blacklist(blacklisted, modeset0, tuple(dict.fromkeys(where)))
 
 
+_CMDLINE_KEYS = ("modprobe.blacklist", "rd.driver.blacklist", "nouveau.modeset")
+
+
+def cmdline_subset(cmdline: str) -> str:
+    """What nouveau_blacklist reads of /proc/cmdline, and nothing else (a command line can
+    carry secrets: iSCSI or root-device passwords)."""
+    words = [w for w in cmdline.split() if w.partition("=")[0] in _CMDLINE_KEYS]
+    return " ".join(words) + "\n"
+
+
 @dataclass(frozen=True)
 class Xid:
     bus: str

@@ -92,3 +92,18 @@ def df_p(path: str, text: str) -> DiskFree | None:
     if len(parts) < 6 or not parts[3].isdigit():
         return None
     return DiskFree(path, parts[-1], int(parts[3]))
+
+
+def graphroot(storage_conf: str) -> str | None:
+    """containers-storage.conf(5) `graphroot = "/path"` of its [storage] table."""
+    section = ""
+    for raw in storage_conf.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line.startswith("["):
+            section = line.strip("[]").strip()
+            continue
+        key, sep, value = line.partition("=")
+        if sep and section == "storage" and key.strip() == "graphroot":
+            path = value.strip().strip('"').strip("'")
+            return path if path.startswith("/") else None
+    return None
