@@ -128,9 +128,10 @@ def _running(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> F
     life = branch_life(current.major, today, strict=plan.strict)
     text += f"; {life.message}"
     out_srcs.extend(life.sources)
-    sev = worst((sev, life.severity))
-    if life.remediation:
-        fixes.append(life.remediation)
+    if plan.target is None:  # the plan replaces the branch: driver.target judges the new one
+        sev = worst((sev, life.severity))
+        if life.remediation:
+            fixes.append(life.remediation)
     return Finding(cid, sev, text, "; ".join(fixes), tuple(out_srcs), reason=_reason(life, sev))
 
 

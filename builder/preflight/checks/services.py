@@ -215,10 +215,13 @@ def fabricmanager(cid: str, state: HostState, plan: UpgradePlan, today: dt.date)
             f"dnf install {pkgs} && systemctl enable --now {unit}",
             srcs,
         )
+    # In the plan's verdict the fabric manager is replaced with the driver (the fix says so):
+    # what is wrong with the one installed now is a warning there, not a block.
+    planned = BLOCK if plan.target is None else WARN
     if driver and str(fm) != str(driver):
         return Finding(
             cid,
-            BLOCK,
+            planned,
             f"fabric manager {fm} != driver {driver}: it must be exactly the "
             "driver's version (it refuses to start otherwise)",
             f"dnf install {pkgs}, then systemctl restart {unit}{after}",
@@ -228,7 +231,7 @@ def fabricmanager(cid: str, state: HostState, plan: UpgradePlan, today: dt.date)
     if nscq:
         return Finding(
             cid,
-            BLOCK,
+            planned,
             f"{nscq} != driver {driver}: libnvidia-nscq must be the driver's version too",
             f"dnf install {pkgs}{after}",
             srcs,
@@ -239,7 +242,7 @@ def fabricmanager(cid: str, state: HostState, plan: UpgradePlan, today: dt.date)
         pending = state.reboot_pending and enabled == "enabled"
         return Finding(
             cid,
-            WARN if pending else BLOCK,
+            WARN if pending else planned,
             f"fabric manager {fm} is installed but {unit} is {active}"
             + (
                 f"; it is enabled and matches {driver}, the driver after the pending reboot"
