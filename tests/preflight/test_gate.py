@@ -32,6 +32,7 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, 
 
 def host_of(doc: dict[str, Any]) -> dict[str, Any]:
     (host,) = doc["hosts"]
+    assert isinstance(host, dict)
     return host
 
 
