@@ -3,8 +3,10 @@ the cell's torch, native CUDA support, a driver branch and kernel modules that r
 tensor cores when the cell trains in FP8.
 
 The per-GPU rules read "gpu" (apply.PER_GPU): they run once per target GPU, so the findings of
-one GPU print together. A GPU without SASS in the wheel gets only its gpu.arch block: nothing
-else about it matters until torch has code for it.
+one GPU print together. gpu.arch, gpu.driver and gpu.open-modules report the image x host
+judgement's findings about the GPU (builder/judgement/matrix/cell_image.py), all of them, as
+preflight and `trainimg compat` do; gpu.cuda and gpu.fp8 say nothing about a GPU torch has no
+SASS for.
 """
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ def _gpu_cuda(cell: Cell, g: Gpu, today: dt.date) -> Iterator[Finding]:
 def _gpu_driver(cell: Cell, g: Gpu, today: dt.date) -> Iterator[Finding]:
     """the driver branch supports the GPU (its first and last branch)"""
     drv = cell.driver
-    if _sass(cell, g) is None or drv is None:
+    if cell.accelerator == "cpu" or drv is None:
         return
     found = gpu_slice(cell, g, "gpu.driver", today)
     for f in found:
@@ -120,7 +122,7 @@ def _gpu_driver(cell: Cell, g: Gpu, today: dt.date) -> Iterator[Finding]:
 def _gpu_open_modules(cell: Cell, g: Gpu, today: dt.date) -> Iterator[Finding]:
     """the driver's kernel modules (open or proprietary) run the GPU"""
     drv = cell.driver
-    if _sass(cell, g) is None or drv is None:
+    if cell.accelerator == "cpu" or drv is None:
         return
     for f in gpu_slice(cell, g, "gpu.open-modules", today):
         yield Finding(
