@@ -10,7 +10,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from builder.preflight.report import as_json, exit_code, render_fleet
 from builder.workspace import DEFAULT_MATRIX, open_workspace
 
 LOCK = Path("images") / "lock.json"
+JSON_INDENT_HOSTS = 10
 
 
 def driver_argument(text: str) -> DriverVersion:
@@ -146,9 +146,8 @@ def _targets(args: argparse.Namespace) -> list[Target]:
                 "--from judges recorded hosts: it takes no --hosts, --inventory or --record"
             )
         found = find_records(Path(args.from_dir))
-        for p in found:
-            Record.load(p)  # a broken record is bad input (exit 2), found before judging any
-        return [Target(p.name, f"record:{p}", record=p) for p in found]
+        # a broken or hostile record is bad input (exit 2), found before judging any
+        return [Target(p.name, f"record:{p}", record=p, loaded=Record.load(p)) for p in found]
     if args.hosts is not None and not args.hosts.strip(" ,"):
         raise TrainimgError("--hosts is empty: name at least one host spec (e.g. local://)")
     if args.inventory:
@@ -216,8 +215,10 @@ def run(args: argparse.Namespace) -> int:
         reports = run_fleet(hosts, ctx, args.jobs, lambda spec: connect(spec, args.timeout))
     target = str(args.target_driver) if args.target_driver else None
     if args.json:
-        json.dump(as_json(reports, target), sys.stdout, indent=2)
-        print()
+        # indented for a few hosts; a fleet's document on one line (Python's indenting encoder
+        # is several times slower than its compact one: jq indents it for a person)
+        indent = 2 if len(reports) <= JSON_INDENT_HOSTS else None
+        print(json.dumps(as_json(reports, target), indent=indent))  # dumps: the C encoder
     else:
         print(render_fleet(reports, target, verbose=args.verbose, wide=args.wide))
     return exit_code(reports)

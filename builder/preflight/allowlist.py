@@ -8,6 +8,7 @@ raises NotAllowed and never reaches the host. Each shape says why it only reads.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Sequence
@@ -208,8 +209,10 @@ def probe_line(argv: Sequence[str], timeout: int = TIMEOUT_S) -> str:
     return shlex.join((*_PREFIX, str(timeout), *args)).replace("'LC_ALL=C'", "LC_ALL=C")
 
 
+@functools.lru_cache(maxsize=4096)
 def probe_argv(line: str) -> tuple[str, ...]:
-    """The argv inside a line `probe_line` made (for the tests that audit what reached a host)."""
+    """The argv inside a line `probe_line` made (a replayed host answers by it; the tests audit
+    what reached a host with it). Cached: a fleet asks the same few lines of every host."""
     words = shlex.split(line)
     if tuple(words[: len(_PREFIX)]) != _PREFIX or len(words) < len(_PREFIX) + 2:
         raise NotAllowed(f"not a preflight command line: {line!r}")

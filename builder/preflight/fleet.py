@@ -174,7 +174,8 @@ def preflight_host(target: Target, ctx: FleetInputs, connect_fn: Connect = conne
         return unreachable(target.name, target.error or "no connection for this host")
     try:
         if target.record is not None:  # a recorded host (--from): replayed, nothing reached
-            host = ReadOnlyHost(ReplayHost(Record.load(target.record, target.name)), target.name)
+            rec = target.loaded or Record.load(target.record, target.name)
+            host = ReadOnlyHost(ReplayHost(rec), target.name)
         elif target.connection is not None:  # an inventory host: fields as arguments, no URL
             host = connect_validated(target.connection, ctx.timeout, ctx.ssh_control_dir)
         else:

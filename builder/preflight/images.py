@@ -8,6 +8,7 @@ images/lock.json is read tolerantly (its schema is young); local images come fro
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +51,7 @@ class ImageRecord:
     def gpu(self) -> bool:
         return bool(self.requirements) or self.cuda is not None
 
-    @property
+    @functools.cached_property
     def facts(self) -> ImageFacts:
         """What the judgement (builder/judgement/image.py) reads of the image."""
         return ImageFacts(

@@ -94,6 +94,12 @@ class Recording:
         return argv == self.argv
 
 
+@functools.lru_cache(maxsize=1024)
+def _argv_of(key: str) -> tuple[str, ...]:
+    """A probe key written as a command line (records of a fleet share them)."""
+    return tuple(shlex.split(key))
+
+
 @dataclass
 class Record:
     name: str
@@ -136,7 +142,7 @@ class Record:
             checked.append((key, spec, regular_file(root, out, "file") if out else None))
         recs = [
             Recording(
-                SHORT.get(key) or tuple(shlex.split(key)),
+                SHORT.get(key) or _argv_of(key),
                 read_text(out) if out is not None else spec.get("stdout", ""),
                 spec.get("stderr", ""),
                 int(spec.get("rc", 0)),

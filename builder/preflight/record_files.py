@@ -72,7 +72,12 @@ def host_files(root: Path) -> dict[str, Path]:
                                   "hold regular files only)")  # fmt: skip
             if stat.S_ISDIR(mode):
                 continue
-            regular_file(root, f"files/{rel}", "file")
+            if not stat.S_ISREG(mode):
+                raise RecordError(f"{root}: files/{shown(rel)} is not a regular file (refused)")
+            if entry.lstat().st_size > MAX_FILE_BYTES:
+                raise RecordError(
+                    f"{root}: files/{shown(rel)} is over the {MAX_FILE_BYTES}-byte cap (refused)"
+                )
             out["/" + str(rel)] = entry
             if len(out) > MAX_FILES:
                 raise RecordError(f"{root}: files/ holds more than {MAX_FILES} files (refused)")

@@ -39,6 +39,8 @@ def _expanded(node: yaml.Node, memo: dict[int, int], cap: int) -> int:
 def safe_load_yaml(text: str, *, max_nodes: int = MAX_NODES) -> Any:
     """yaml.safe_load through libyaml's C loader when PyYAML has it; YamlTooLarge when the
     document stands for more than `max_nodes` nodes."""
+    if "&" not in text:  # no anchor, so no alias: nothing can expand
+        return yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a SafeLoader
     loader = _YAML_LOADER(text)
     try:
         node = loader.get_single_node()
