@@ -20,8 +20,9 @@ from builder.facts.driver_version import DriverVersion
 from builder.preflight import images as img
 from builder.preflight.checks import CHECK_IDS
 from builder.preflight.fleet import FleetInputs, record_name, run_fleet
+from builder.preflight.host_spec import target_from_spec
 from builder.preflight.hostio import connect
-from builder.preflight.inventory import Target, target_from_spec, targets
+from builder.preflight.inventory import Target, targets
 from builder.preflight.model import UpgradePlan
 from builder.preflight.record import Record, find_records
 from builder.preflight.report import as_json, exit_code, render_fleet

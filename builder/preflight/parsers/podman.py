@@ -7,6 +7,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from builder.labels import PREFIX
+
 
 def podman_version(text: str) -> str | None:
     """`podman --version`: "podman version 5.2.2" (EL builds may add "-rhel")."""
@@ -65,7 +67,7 @@ def podman_inspect(text: str) -> list[LocalImage]:
 
 # What a GPU image's requirements are read from (nvidia-container-toolkit's GetRequirements).
 _KEPT_ENV = ("NVIDIA_", "CUDA_VERSION=")
-_KEPT_LABELS = "io.trainimg."
+_KEPT_LABELS = f"{PREFIX}."
 
 
 def images_subset(text: str) -> str:
