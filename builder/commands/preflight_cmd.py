@@ -67,7 +67,11 @@ def register(sub: Any) -> None:
             "runfile install and dnf pins. With --target-driver, judge every image (matrix "
             "cells, images/lock.json, the host's podman images) on the current and the target "
             "driver. --record DIR keeps what the hosts returned; --from DIR judges such records "
-            "offline. Exit 0: all ok; 1: something blocks; 3: warnings only; 2: bad input."
+            "offline (a record is untrusted input: checked whole, nothing outside it read). "
+            "Each host gets a verdict now and, with --target-driver, one for the plan, which "
+            "decides the exit code (a plan that repairs a host passes). The report is a line "
+            "per host, its fix and the hosts per reason code; --verbose prints every check. "
+            "Exit 0: all ok; 1: something blocks; 3: warnings only; 2: bad input."
         ),
         epilog="checks, in report order: " + ", ".join(CHECK_IDS) + " (docs/preflight.md)",
     )
