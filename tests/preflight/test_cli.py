@@ -36,7 +36,7 @@ def _this_os_family() -> str | None:
 def test_this_machine_reports_honestly() -> None:
     # (the time it takes is benchmarks/preflight_bench.py's: no timed tests)
     proc = subprocess.run(
-        [sys.executable, "-m", "builder.cli", "preflight"],
+        [sys.executable, "-m", "builder.cli", "preflight", "--verbose"],
         cwd=REPO, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert "Traceback" not in proc.stderr
