@@ -218,7 +218,7 @@ def render_fleet(
         out.append("")
     counts = reason_counts(reports)
     if counts:
-        out.append("hosts per reason: " + ", ".join(f"{code} {n}" for code, n in counts.items()))
+        out += _wrapped("hosts per reason: ", ", ".join(f"{c} {n}" for c, n in counts.items()), 0)
     by: dict[Severity, list[str]] = {}
     for r in reports:
         by.setdefault(r.verdict, []).append(r.host)

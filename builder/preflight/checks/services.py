@@ -224,7 +224,9 @@ def fabricmanager(cid: str, state: HostState, plan: UpgradePlan, today: dt.date)
             planned,
             f"fabric manager {fm} != driver {driver}: it must be exactly the "
             "driver's version (it refuses to start otherwise)",
-            f"dnf install {pkgs}, then systemctl restart {unit}{after}",
+            f"dnf install {pkgs}"
+            + (" with the driver, in the same transaction" if plan.target else "")
+            + f", then systemctl restart {unit}",
             srcs,
         )
     nscq = _nscq_mismatch(state, driver)
@@ -233,7 +235,8 @@ def fabricmanager(cid: str, state: HostState, plan: UpgradePlan, today: dt.date)
             cid,
             planned,
             f"{nscq} != driver {driver}: libnvidia-nscq must be the driver's version too",
-            f"dnf install {pkgs}{after}",
+            f"dnf install {pkgs}"
+            + (" with the driver, in the same transaction" if plan.target else ""),
             srcs,
         )
     active, enabled = state.units.get(unit, ("unknown", "unknown"))
