@@ -36,6 +36,7 @@ TORCHAO_LABEL = f"{PREFIX}.torchao.version"
 GCC_LABEL = f"{PREFIX}.gcc.version"
 CUDA_LABEL = f"{PREFIX}.cuda.version"
 ARCH_LIST_LABEL = f"{PREFIX}.cuda.arch-list"
+CUDA_SOURCE_LABEL = f"{PREFIX}.cuda.source"  # builder.facts.cuda.CudaSource: compat, pypi, ...
 DRIVER_MIN_LABEL = f"{PREFIX}.driver.min"
 DRIVER_BRANCH_LABEL = f"{PREFIX}.driver.branch"
 KERNEL_MODULE_LABEL = f"{PREFIX}.driver.kernel-module"
@@ -60,6 +61,28 @@ USER_ID = 1000
 def cell_arch_list(cell: Cell) -> tuple[str, ...]:
     arches = torch_builds.arch_list(cell.torch, cell.accelerator)
     return arches if arches is not None else ()
+
+
+def cuda_source(cell: Cell) -> cuda_rules.CudaSource | None:
+    """Where the cell's CUDA user-space comes from: PyPI's wheels on the locally made base (no
+    OS package repository), else NVIDIA's repository, with or without cuda-compat."""
+    if cell.cuda is None:
+        return None
+    if cell.os.local:
+        return cuda_rules.CudaSource.PYPI
+    repo = cell.cuda.repos.get(cell.os.family)
+    runtime = repo.runtime if repo is not None else ()
+    if any(p.name.startswith(cuda_rules.COMPAT_PACKAGE_PREFIX) for p in runtime):
+        return cuda_rules.CudaSource.COMPAT
+    return cuda_rules.CudaSource.TOOLKIT
+
+
+def require_cuda(cell: Cell) -> str | None:
+    """The cell's NVIDIA_REQUIRE_CUDA: brand windows only where the image ships cuda-compat."""
+    source = cuda_source(cell)
+    if cell.cuda is None or source is None:
+        return None
+    return nvidia_require_cuda(cell.cuda.version, forward_compat=source.ships_compat)
 
 
 def min_driver(cell: Cell) -> str | None:
@@ -94,7 +117,7 @@ def env(cell: Cell) -> dict[str, str]:
             "CUDA_VERSION": str(cell.cuda.version),
             "NVIDIA_VISIBLE_DEVICES": "all",
             "NVIDIA_DRIVER_CAPABILITIES": "compute,utility",
-            "NVIDIA_REQUIRE_CUDA": nvidia_require_cuda(cell.cuda.version),
+            "NVIDIA_REQUIRE_CUDA": require_cuda(cell) or "",
         }
     return out
 
@@ -136,6 +159,7 @@ def cell_labels(cell: Cell, project: Project) -> dict[str, str]:
     if cell.cuda is not None and cell.driver is not None:
         out |= {
             CUDA_LABEL: str(cell.cuda.version),
+            CUDA_SOURCE_LABEL: str(cuda_source(cell)),
             ARCH_LIST_LABEL: " ".join(cell_arch_list(cell)),
             DRIVER_MIN_LABEL: min_driver(cell) or "unknown",
             DRIVER_BRANCH_LABEL: str(cell.driver.branch),

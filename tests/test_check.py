@@ -42,18 +42,41 @@ def test_valid_cell_is_admitted_by_sourced_facts() -> None:
 
 def test_driver_below_cuda_minimum_blocks_and_mentions_mvc_and_forward_compat() -> None:
     c = cell(RUNTIME, (R580, 'branch: "550", min_version: 550.54.14'))
-    (f,) = by_id(check_cell(c, TODAY), "cuda.driver")
-    assert f.severity is BLOCK
-    assert "needs driver >= 570.124.06" in f.message
-    assert "minor-version compatibility" in f.message
-    assert "forward compatibility" in f.message  # 550 is in cuda-compat-12-8's matrix
+    found = by_id(check_cell(c, TODAY), "cuda.driver")
+    assert found and all(f.severity is BLOCK for f in found)
+    text = " ".join(f.message for f in found)
+    assert "needs a driver of CUDA 12.8 (>= 570.124.06 for the release)" in text
+    assert "minor-version compatibility" in text
+    assert "forward compatibility" in text  # 550 is in cuda-compat-12-8's matrix
+    # the reason codes are the image x host judgement's: the GeForce target fails the label
+    assert {f.reason for f in found} == {"require.unsatisfied", "fwd.ineligible-gpu"}
 
 
-def test_driver_below_mvc_floor_mentions_neither() -> None:
+def test_driver_below_mvc_floor_mentions_no_minor_version_compatibility() -> None:
     c = cell(RUNTIME, (R580, 'branch: "470", min_version: 470.256.02'))
+    found = by_id(check_cell(c, TODAY), "cuda.driver")
+    assert found and all(f.severity is BLOCK for f in found)
+    assert not any("minor-version" in f.message for f in found)
+
+
+def test_a_same_minor_driver_runs_every_patch_release() -> None:
+    """570.26 is CUDA 12.8's first driver: it runs 12.8.1 (a 12.8 driver runs every 12.8.x)."""
+    c = cell(RUNTIME, (R580, 'branch: "570", min_version: 570.26'))
     (f,) = by_id(check_cell(c, TODAY), "cuda.driver")
-    assert f.severity is BLOCK
-    assert "minor-version" not in f.message and "forward" not in f.message
+    assert f.severity is OK
+
+
+def test_driver_eol_is_the_lifecycle_preflight_gives() -> None:
+    """On 2026-01-15 R570 ends in 44 days and R575 is out of support: the matrix and
+    preflight say the same (builder/judgement/driver_life.py)."""
+    day = dt.date(2026, 1, 15)
+    r570 = cell(RUNTIME, (R580, 'branch: "570", min_version: 570.124.06'))
+    (f,) = by_id(check_cell(r570, day), "driver.eol")
+    assert f.severity is WARN and f.reason == "driver.eol-soon" and "(44 days)" in f.message
+    r575 = cell(RUNTIME, (R580, 'branch: "575", min_version: 575.57.08'))
+    (f,) = by_id(check_cell(r575, day), "driver.eol")
+    assert f.severity is WARN and f.reason == "driver.unlisted"
+    assert "no longer supported" in f.message
 
 
 def test_blackwell_needs_open_modules() -> None:

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from builder.facts import cuda, gpus, torch_builds
+from builder.facts import cuda, drivers, gpus, torch_builds
 from builder.facts.driver_version import DriverVersion
 
 
@@ -44,7 +44,14 @@ def test_driver_older_than_any_known_branch_has_no_cuda_version() -> None:
 
 
 def test_a_branch_past_the_table_is_never_extrapolated() -> None:
-    assert cuda.driver_cuda_version(DriverVersion("610.1")) is None
+    assert cuda.driver_cuda_version(DriverVersion("640.1")) is None
+
+
+def test_r610_and_r620_are_known_to_their_cuda_major_only() -> None:
+    for branch in (610, 620):
+        entry = drivers.branch_cuda(branch)
+        assert entry is not None and entry.cuda == Version("13") and not entry.minor_known
+        assert entry.text == "13.x"
 
 
 def test_cuda_tag() -> None:

@@ -11,14 +11,12 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import re
 
 from builder.facts.driver_version import DriverVersion
 from builder.workspace import DEFAULT_MATRIX, Workspace, open_workspace
 
 # A full NVIDIA Linux driver version: a three-digit branch, then one or two parts
 # (570.26, 570.124.06, 580.65.06); no leading zero, no fourth part.
-_FULL_DRIVER = re.compile(r"[1-9][0-9]{2}\.[0-9]{1,3}(\.[0-9]{1,3})?")
 
 
 def _date(text: str) -> dt.date:
@@ -66,9 +64,7 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
 def driver_argument(text: str) -> DriverVersion:
     """An argparse type for a driver version (`trainimg preflight --target-driver`, `trainimg
     compat --driver`)."""
-    if not _FULL_DRIVER.fullmatch(text):
-        raise argparse.ArgumentTypeError(
-            f"not a driver version: {text!r} (expected BRANCH.MINOR[.PATCH] as NVIDIA writes "
-            "it, e.g. 570.124.06 or 570.26)"
-        )
-    return DriverVersion(text)
+    try:
+        return DriverVersion.planned(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -1,13 +1,14 @@
 """`trainimg compat`: will this image run on that driver and GPU? No host needed: the same
 requirement evaluator and rules as `trainimg preflight` (docs/preflight.md).
 
-Exit codes: 0 ok, 3 runs only with caveats (forward/minor-version compatibility, unknown),
-1 broken, 2 bad input.
+Exit codes: 0 ok, 3 runs only with caveats (forward/minor-version compatibility, unknown, a
+branch near or past its end of life), 1 broken, 2 bad input.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import shutil
 import subprocess
@@ -29,8 +30,9 @@ def register(sub: Any) -> None:
         description=(
             "Judge one image against a driver and a GPU without a host: its NVIDIA_REQUIRE_* "
             "with libnvidia-container's semantics, forward and minor-version compatibility, "
-            "the GPU's minimum branch and open-module need, and the compiled arch list. "
-            "IMAGE is a matrix cell name, a tag of images/lock.json, or a local podman image. "
+            "the GPU's first and last branch and its kernel-module needs, the compiled arch "
+            "list, and the branch's end of life (as of --today). IMAGE is a matrix cell name, "
+            "a tag of images/lock.json, or a local podman image. "
             "Exit 0: runs; 3: runs with caveats; 1: broken; 2: bad input."
         ),
     )
@@ -44,7 +46,18 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--driver", type=driver_argument, required=True, metavar="VERSION", help="e.g. 570.124.06"
     )
-    p.add_argument("--gpu", default=None, help="a GPU of builder/facts/gpus.py, e.g. h100, b200")
+    p.add_argument(
+        "--module",
+        choices=compat.MODULES,
+        default=None,
+        help="the kernel-module flavour (default: open from R560 and where the GPU needs it)",
+    )
+    p.add_argument(
+        "--gpu",
+        default=None,
+        help="a GPU: a key of builder/facts/gpus.py (h100, b200) or an NVML name "
+        "('NVIDIA A100-SXM4-80GB')",
+    )
     p.add_argument("--cc", default=None, help="a compute capability instead, e.g. 9.0")
     p.add_argument("--brand", default=None, help="the NVML brand, e.g. GeForce, NVIDIA, Tesla")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -95,7 +108,7 @@ def _local_image(name: str) -> img.ImageRecord | None:
 def run(args: argparse.Namespace) -> int:
     image = _image(args)
     gpu = compat.describe_gpu(args.gpu, args.cc, args.brand)
-    result = compat.answer(image, args.driver, gpu)
+    result = compat.answer(image, args.driver, gpu, args.module, args.today or dt.date.today())
     if args.json:
         json.dump(result.as_json(), sys.stdout, indent=2)
         print()

@@ -13,7 +13,6 @@ from builder.judgement.finding import Finding
 from builder.judgement.matrix import check_cell, violation
 from builder.judgement.severity import BLOCK, WARN
 from builder.matrix.model import Cell, Excluded
-from builder.nvidia_require.write import nvidia_require_cuda
 
 
 def register(sub: Any) -> None:
@@ -148,7 +147,8 @@ def run_explain(args: argparse.Namespace) -> int:
     if cell.cuda is not None:
         print(f"  arch list      {' '.join(s['arch_list'])}")
         print(f"  min driver     {s['min_driver']}")
-        req = nvidia_require_cuda(cell.cuda.version)
+        req = lab.require_cuda(cell) or ""
+        print(f"  CUDA from      {lab.cuda_source(cell)}")
         print(
             f"  NVIDIA_REQUIRE_CUDA  {req.split()[0]} + {len(req.split()) - 1} brand/driver windows"
         )

@@ -10,7 +10,7 @@ import argparse
 import datetime as dt
 import json
 import os
-import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +20,15 @@ from builder.errors import TrainimgError
 from builder.preflight import images as img
 from builder.preflight.checks import CHECK_IDS
 from builder.preflight.fleet import FleetInputs, record_name, run_fleet
+from builder.preflight.host_spec import target_from_spec
 from builder.preflight.hostio import connect
 from builder.preflight.inventory import Target, targets
 from builder.preflight.model import UpgradePlan
 from builder.preflight.record import Record, find_records
 from builder.preflight.report import as_json, exit_code, render_fleet
 from builder.workspace import DEFAULT_MATRIX, open_workspace
+
+JSON_INDENT_HOSTS = 10
 
 
 def _jobs(text: str) -> int:
@@ -54,7 +57,11 @@ def register(sub: Any) -> None:
             "runfile install and dnf pins. With --target-driver, judge every image (matrix "
             "cells, images/lock.json, the host's podman images) on the current and the target "
             "driver. --record DIR keeps what the hosts returned; --from DIR judges such records "
-            "offline. Exit 0: all ok; 1: something blocks; 3: warnings only; 2: bad input."
+            "offline (a record is untrusted input: checked whole, nothing outside it read). "
+            "Each host gets a verdict now and, with --target-driver, one for the plan, which "
+            "decides the exit code (a plan that repairs a host passes). The report is a line "
+            "per host, its fix and the hosts per reason code; --verbose prints every check. "
+            "Exit 0: all ok; 1: something blocks; 3: warnings only; 2: bad input."
         ),
         epilog="checks, in report order: " + ", ".join(CHECK_IDS) + " (docs/preflight.md)",
     )
@@ -117,7 +124,13 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--timeout", type=_seconds, default=20, help="seconds per probe (default 20)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the report")
-    p.add_argument("--wide", action="store_true", help="do not shorten findings in the report")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="every check and the image table of every host (default: one line per host, "
+        "its fix, and the hosts per reason code)",
+    )
+    p.add_argument("--wide", action="store_true", help="with --verbose: do not shorten findings")
     p.set_defaults(func=run, matrix=None)
 
 
@@ -129,9 +142,8 @@ def _targets(args: argparse.Namespace) -> list[Target]:
                 "--from judges recorded hosts: it takes no --hosts, --inventory or --record"
             )
         found = find_records(Path(args.from_dir))
-        for p in found:
-            Record.load(p)  # a broken record is bad input (exit 2), found before judging any
-        return [Target(p.name, f"record:{p}", record=p) for p in found]
+        # a broken or hostile record is bad input (exit 2), found before judging any
+        return [Target(p.name, f"record:{p}", record=p, loaded=Record.load(p)) for p in found]
     if args.hosts is not None and not args.hosts.strip(" ,"):
         raise TrainimgError("--hosts is empty: name at least one host spec (e.g. local://)")
     if args.inventory:
@@ -139,7 +151,7 @@ def _targets(args: argparse.Namespace) -> list[Target]:
     elif args.limit:
         raise TrainimgError("--limit needs --inventory")
     if args.hosts:
-        out += [Target(s.strip(), s.strip()) for s in args.hosts.split(",") if s.strip()]
+        out += [target_from_spec(s.strip()) for s in args.hosts.split(",") if s.strip()]
     if not args.inventory and not args.hosts:
         out.append(Target("local", "local://"))
     if args.record:
@@ -185,20 +197,24 @@ def run(args: argparse.Namespace) -> int:
     hosts = _targets(args)
     records, notes = ([], []) if args.no_images else _images(args)
     plan = UpgradePlan(args.target_driver, args.target_module, args.strict)
-    ctx = FleetInputs(
-        plan,
-        args.today or dt.date.today(),
-        records,
-        notes,
-        not args.no_images,
-        args.timeout,
-        Path(args.record) if args.record else None,
-    )
-    reports = run_fleet(hosts, ctx, args.jobs, lambda spec: connect(spec, args.timeout))
+    with tempfile.TemporaryDirectory(prefix="trainimg-ssh-") as control:  # mode 0700
+        ctx = FleetInputs(
+            plan,
+            args.today or dt.date.today(),
+            records,
+            notes,
+            not args.no_images,
+            args.timeout,
+            Path(args.record) if args.record else None,
+            control,
+        )
+        reports = run_fleet(hosts, ctx, args.jobs, lambda spec: connect(spec, args.timeout))
     target = str(args.target_driver) if args.target_driver else None
     if args.json:
-        json.dump(as_json(reports, target), sys.stdout, indent=2)
-        print()
+        # indented for a few hosts; a fleet's document on one line (Python's indenting encoder
+        # is several times slower than its compact one: jq indents it for a person)
+        indent = 2 if len(reports) <= JSON_INDENT_HOSTS else None
+        print(json.dumps(as_json(reports, target), indent=indent))  # dumps: the C encoder
     else:
-        print(render_fleet(reports, target, wide=args.wide))
+        print(render_fleet(reports, target, verbose=args.verbose, wide=args.wide))
     return exit_code(reports)

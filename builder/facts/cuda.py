@@ -4,6 +4,7 @@ the NVIDIA_REQUIRE_CUDA brand windows NVIDIA ships, and the supported host compi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from packaging.version import Version
 
@@ -80,6 +81,26 @@ MVC_LIMITS = (
 # error 804), and only on the kernel-mode branches NVIDIA's matrix lists (CUDA_FORWARD_COMPAT).
 FORWARD_COMPAT_BRANCHES: dict[str, tuple[int, ...]] = {"12.8": (535, 550)}
 FORWARD_COMPAT_SOURCE = CUDA_FORWARD_COMPAT
+# The package that carries the forward-compatibility libraries (libcuda.so.* in
+# /usr/local/cuda-<major>.<minor>/compat): an image without it has no forward-compatibility
+# path, whatever its NVIDIA_REQUIRE_CUDA says; on an older driver it runs through minor-version
+# compatibility or not at all. PyPI's nvidia-*-cu12 wheels carry no libcuda.
+COMPAT_PACKAGE_PREFIX = "cuda-compat-"
+COMPAT_LIB_GLOB = "/usr/local/cuda*/compat/libcuda.so.*"
+
+
+class CudaSource(StrEnum):
+    """Where an image's CUDA user-space comes from: what decides its path on an older driver."""
+
+    COMPAT = "toolkit+cuda-compat"  # NVIDIA's repository, with cuda-compat: forward compatibility
+    TOOLKIT = "toolkit"  # NVIDIA's repository, without cuda-compat: minor-version compatibility
+    PYPI = "pypi"  # PyPI's nvidia-*-cu12 wheels (no libcuda): minor-version compatibility
+    UNKNOWN = "unknown"  # a foreign image that does not say
+
+    @property
+    def ships_compat(self) -> bool:
+        return self is CudaSource.COMPAT
+
 
 # The brand windows NVIDIA writes into NVIDIA_REQUIRE_CUDA of its 12.8.1 images, in its order:
 # no "geforce" (nor "titan") term (NVIDIA_CUDA_IMAGE_12_8_1).

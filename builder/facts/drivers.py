@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from builder.facts.sources import DRIVER_INSTALL_GUIDE, Source
+from builder.facts.sources import DATACENTER_DRIVER_LIFECYCLE, DRIVER_INSTALL_GUIDE, Source
 
 # From R560 the open kernel modules are the default install; the 620 release notes say
 # "Proprietary Kernel Modules Removed" (DRIVER_INSTALL_GUIDE).
@@ -61,6 +61,7 @@ BRANCH_LIFECYCLE: dict[int, BranchLifecycle] = {
         BranchLifecycle(620, "LTSB", dt.date(2029, 9, 30), _LIFECYCLE_620),
     )
 }
+LIFECYCLE_SOURCE = DATACENTER_DRIVER_LIFECYCLE
 # Warn this many days ahead of a branch's end of life (trainimg policy, as for OS lifecycles).
 BRANCH_EOL_WARN_DAYS = 180
 
@@ -109,6 +110,11 @@ class BranchCuda:
     branch: int
     cuda: Version  # what the driver reports: nvidia-smi "CUDA Version", cuDriverGetVersion
     source: Source
+    minor_known: bool = True  # False: only the CUDA major is published (R610, R620: "CUDA 13")
+
+    @property
+    def text(self) -> str:
+        return str(self.cuda) if self.minor_known else f"{self.cuda.major}.x"
 
 
 def _notes(version: str, confirmed: bool = True) -> Source:
@@ -122,7 +128,8 @@ def _notes(version: str, confirmed: bool = True) -> Source:
 # The first toolkit of each CUDA minor names its driver branch in the release notes' table
 # "CUDA Toolkit and Corresponding Driver Versions" (Linux x86_64); a driver of that branch
 # reports that CUDA version. R565 shipped with no toolkit of its own (it reports 12.7); R590
-# and R595 report 13.1 and 13.2 (public `nvidia-smi` banners of 590.48.01 and 595.71.05).
+# and R595 report 13.1 and 13.2 (public `nvidia-smi` banners of 590.48.01 and 595.71.05). R610
+# and R620 are known to their major only (NVIDIA's data center tables, 615 and 620 editions).
 # Never extrapolate past the last row: an unknown branch has an unknown CUDA version, and on a
 # live host the nvidia-smi banner is read instead.
 BRANCH_CUDA: dict[int, BranchCuda] = {
@@ -156,6 +163,10 @@ BRANCH_CUDA: dict[int, BranchCuda] = {
         BranchCuda(580, Version("13.0"), _notes("13.0.0")),
         BranchCuda(590, Version("13.1"), _notes("13.1.0", False)),
         BranchCuda(595, Version("13.2"), _notes("13.2.0", False)),
+        # NVIDIA's tables give only the major ("Maximum CUDA Major Version Supported Without
+        # Forward Compatibility Package: CUDA 13"): the minor is not published there.
+        BranchCuda(610, Version("13"), _LIFECYCLE_615, minor_known=False),
+        BranchCuda(620, Version("13"), _LIFECYCLE_620, minor_known=False),
     )
 }
 
@@ -178,6 +189,16 @@ def branch_cuda(branch: int) -> BranchCuda | None:
 
 
 def driver_cuda_version(driver: Version) -> Version | None:
-    """The CUDA version a driver reports, from its branch (None: not known to the rules)."""
+    """The CUDA version a driver reports, from its branch (None: not known to the rules; for a
+    branch known to its major only, that major: see branch_cuda(...).minor_known)."""
     entry = branch_cuda(driver.major)
     return entry.cuda if entry is not None else None
+
+
+# --- which GPU architectures a branch drives ---------------------------------------------------
+# NVIDIA's "CUDA Toolkit, Driver, and Architecture Matrix": Maxwell, Pascal and Volta are
+# supported up to R580 (their last driver branch; CUDA 12.x is their last toolkit); Kepler 3.5/3.7
+# ended with R470; Turing and newer are ongoing.
+ARCHITECTURE_MATRIX = Source(
+    "https://docs.nvidia.com/datacenter/tesla/drivers/cuda-toolkit-driver-and-architecture-matrix.html"
+)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
+from builder.facts.drivers import ARCHITECTURE_MATRIX
 from builder.facts.sources import (
     BLACKWELL_COMPAT_GUIDE,
     CUDA_GPUS,
@@ -14,6 +15,36 @@ from builder.facts.sources import (
 )
 
 CC = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """A GPU generation: whether the open kernel modules drive it, and the last driver branch
+    that supports it (None: ongoing)."""
+
+    name: str
+    open_modules: bool
+    last_branch: int | None
+    source: Source
+
+
+# Open modules: "can be used on any Turing or later GPU" (the open modules' README and NVIDIA's
+# open-modules blog); last branches: NVIDIA's CUDA Toolkit, Driver, and Architecture Matrix
+# (Maxwell, Pascal and Volta end with R580).
+_ARCH_SOURCE = Source(f"{ARCHITECTURE_MATRIX.ref}; {OPEN_MODULES_BLOG.ref}")
+ARCHITECTURES: dict[str, Architecture] = {
+    a.name: a
+    for a in (
+        Architecture("Maxwell", False, 580, _ARCH_SOURCE),
+        Architecture("Pascal", False, 580, _ARCH_SOURCE),
+        Architecture("Volta", False, 580, _ARCH_SOURCE),
+        Architecture("Turing", True, None, _ARCH_SOURCE),
+        Architecture("Ampere", True, None, _ARCH_SOURCE),
+        Architecture("Ada", True, None, _ARCH_SOURCE),
+        Architecture("Hopper", True, None, _ARCH_SOURCE),
+        Architecture("Blackwell", True, None, _ARCH_SOURCE),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -27,60 +58,115 @@ class Gpu:
     min_branch: int  # first driver branch that supports the GPU
     min_cuda: Version  # first toolkit with a native SASS target for this compute capability
     source: Source = CUDA_GPUS
+    architecture: str = ""  # a key of ARCHITECTURES
 
     @property
     def sm(self) -> str:
         return f"sm_{self.cc[0]}{self.cc[1]}"
 
+    @property
+    def generation(self) -> Architecture:
+        return ARCHITECTURES[self.architecture]
+
+    @property
+    def last_branch(self) -> int | None:
+        """The last driver branch that supports the GPU (None: ongoing)."""
+        return self.generation.last_branch
+
+    @property
+    def open_modules_ok(self) -> bool:
+        """Do the open kernel modules drive it (Turing and newer)?"""
+        return self.generation.open_modules
+
 
 _UNCONF = Source(CUDA_GPUS.ref, confirmed=False)
+_PRO_SERVER = Source(
+    "https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html "
+    '("Select NGC Server Ready SKUs of RTX cards"; the SKU list is not on the page)',
+    False,
+)
 
-# Compute capabilities: https://developer.nvidia.com/cuda-gpus.
-# Open modules are required on Grace Hopper and Blackwell (open-modules blog).
-# Min branches: Blackwell R570 (CUDA 12.8 -> 570.26). Earlier generations: the branch of the
-# first CUDA with their target (11.0 -> R450, 11.8 -> R520), not read from a primary source.
-# B300/GB300/GB10/Thor are not confirmed
-# by a primary source and are set to R580, the first branch of the CUDA 13.0 that CUTLASS
-# lists as their minimum. Brands: NVML reports "nvidia" for current data center boards.
+
+def _gpu(
+    key: str,
+    name: str,
+    cc: CC,
+    arch: str,
+    *,
+    brand: str = "nvidia",
+    datacenter: bool = True,
+    needs_open: bool = False,
+    min_branch: int,
+    min_cuda: str,
+    source: Source = _UNCONF,
+) -> Gpu:
+    return Gpu(key, name, cc, brand, datacenter, needs_open, min_branch, Version(min_cuda), source,
+               arch)  # fmt: skip
+
+
+# Compute capabilities: https://developer.nvidia.com/cuda-gpus. Open modules are required on
+# Grace Hopper and Blackwell (open-modules blog). Min branches: Blackwell R570 (CUDA 12.8 ->
+# 570.26). Earlier generations: the branch of the first CUDA with their target (8.0 -> R367,
+# 9.0 -> R384, 10.0 -> R410, 11.0 -> R450, 11.1 -> R455, 11.8 -> R520), not read from a primary
+# source. B300/GB300/GB10/Thor are not confirmed by a primary source and are set to R580, the
+# first branch of the CUDA 13.0 that CUTLASS lists as their minimum. Brands: NVML reports
+# "Tesla" for Volta/Pascal boards, "NVIDIA" for current data center boards, "NVIDIA RTX" for
+# professional ones, "GeForce" for consumer ones.
 GPUS: dict[str, Gpu] = {
     g.key: g
     for g in (
-        Gpu("a100", "NVIDIA A100", (8, 0), "nvidia", True, False, 450, Version("11.0"), _UNCONF),
-        Gpu("l4", "NVIDIA L4", (8, 9), "nvidia", True, False, 520, Version("11.8"), _UNCONF),
-        Gpu("l40s", "NVIDIA L40S", (8, 9), "nvidia", True, False, 520, Version("11.8"), _UNCONF),
-        Gpu(
-            "rtx4090",
-            "GeForce RTX 4090",
-            (8, 9),
-            "geforce",
-            False,
-            False,
-            520,
-            Version("11.8"),
-            _UNCONF,
-        ),
-        Gpu("h100", "NVIDIA H100", (9, 0), "nvidia", True, False, 520, Version("11.8"), _UNCONF),
-        Gpu("h200", "NVIDIA H200", (9, 0), "nvidia", True, False, 550, Version("11.8"), _UNCONF),
-        Gpu("gh200", "NVIDIA GH200", (9, 0), "nvidia", True, True, 550, Version("11.8"), _UNCONF),
-        Gpu("b200", "NVIDIA B200", (10, 0), "nvidia", True, True, 570, Version("12.8")),
-        Gpu("gb200", "NVIDIA GB200", (10, 0), "nvidia", True, True, 570, Version("12.8")),
-        Gpu("b300", "NVIDIA B300", (10, 3), "nvidia", True, True, 580, Version("12.9"), _UNCONF),
-        Gpu("gb300", "NVIDIA GB300", (10, 3), "nvidia", True, True, 580, Version("12.9"), _UNCONF),
-        Gpu("thor", "Jetson T5000", (11, 0), "nvidia", False, True, 580, Version("13.0"), _UNCONF),
-        Gpu("rtx5090", "GeForce RTX 5090", (12, 0), "geforce", False, True, 570, Version("12.8")),
-        Gpu(
-            "rtx-pro-6000",
-            "NVIDIA RTX PRO 6000 Blackwell",
-            (12, 0),
-            "nvidiartx",
-            False,
-            True,
-            570,
-            Version("12.8"),
-        ),
-        Gpu("gb10", "NVIDIA GB10", (12, 1), "nvidia", False, True, 580, Version("12.9"), _UNCONF),
+        _gpu("p100", "Tesla P100", (6, 0), "Pascal", brand="tesla", min_branch=367,
+             min_cuda="8.0"),
+        _gpu("p40", "Tesla P40", (6, 1), "Pascal", brand="tesla", min_branch=367, min_cuda="8.0"),
+        _gpu("v100", "Tesla V100", (7, 0), "Volta", brand="tesla", min_branch=384,
+             min_cuda="9.0"),
+        _gpu("t4", "Tesla T4", (7, 5), "Turing", brand="tesla", min_branch=410, min_cuda="10.0"),
+        _gpu("a100", "NVIDIA A100", (8, 0), "Ampere", min_branch=450, min_cuda="11.0"),
+        _gpu("a30", "NVIDIA A30", (8, 0), "Ampere", min_branch=450, min_cuda="11.0"),
+        _gpu("a10", "NVIDIA A10", (8, 6), "Ampere", min_branch=455, min_cuda="11.1"),
+        _gpu("a40", "NVIDIA A40", (8, 6), "Ampere", min_branch=455, min_cuda="11.1"),
+        _gpu("rtx-a6000", "NVIDIA RTX A6000", (8, 6), "Ampere", brand="nvidiartx",
+             datacenter=False, min_branch=455, min_cuda="11.1"),
+        _gpu("l4", "NVIDIA L4", (8, 9), "Ada", min_branch=520, min_cuda="11.8"),
+        _gpu("l40", "NVIDIA L40", (8, 9), "Ada", min_branch=520, min_cuda="11.8"),
+        _gpu("l40s", "NVIDIA L40S", (8, 9), "Ada", min_branch=520, min_cuda="11.8"),
+        _gpu("rtx-6000-ada", "NVIDIA RTX 6000 Ada Generation", (8, 9), "Ada", brand="nvidiartx",
+             datacenter=False, min_branch=520, min_cuda="11.8"),
+        _gpu("rtx4090", "GeForce RTX 4090", (8, 9), "Ada", brand="geforce", datacenter=False,
+             min_branch=520, min_cuda="11.8"),
+        _gpu("h100", "NVIDIA H100", (9, 0), "Hopper", min_branch=520, min_cuda="11.8"),
+        _gpu("h20", "NVIDIA H20", (9, 0), "Hopper", min_branch=535, min_cuda="11.8"),
+        _gpu("h200", "NVIDIA H200", (9, 0), "Hopper", min_branch=550, min_cuda="11.8"),
+        _gpu("gh200", "NVIDIA GH200", (9, 0), "Hopper", needs_open=True, min_branch=550,
+             min_cuda="11.8"),
+        _gpu("b200", "NVIDIA B200", (10, 0), "Blackwell", needs_open=True, min_branch=570,
+             min_cuda="12.8", source=CUDA_GPUS),
+        _gpu("gb200", "NVIDIA GB200", (10, 0), "Blackwell", needs_open=True, min_branch=570,
+             min_cuda="12.8", source=CUDA_GPUS),
+        _gpu("b300", "NVIDIA B300", (10, 3), "Blackwell", needs_open=True, min_branch=580,
+             min_cuda="12.9"),
+        _gpu("gb300", "NVIDIA GB300", (10, 3), "Blackwell", needs_open=True, min_branch=580,
+             min_cuda="12.9"),
+        _gpu("thor", "Jetson T5000", (11, 0), "Blackwell", datacenter=False, needs_open=True,
+             min_branch=580, min_cuda="13.0"),
+        _gpu("rtx5090", "GeForce RTX 5090", (12, 0), "Blackwell", brand="geforce",
+             datacenter=False, needs_open=True, min_branch=570, min_cuda="12.8",
+             source=CUDA_GPUS),
+        _gpu("rtx-pro-6000", "NVIDIA RTX PRO 6000 Blackwell", (12, 0), "Blackwell",
+             brand="nvidiartx", datacenter=False, needs_open=True, min_branch=570,
+             min_cuda="12.8", source=CUDA_GPUS),
+        # The passively cooled server board: taken as one of the "Select NGC Server Ready SKUs
+        # of RTX cards" forward compatibility works on (the page names no SKU).
+        _gpu("rtx-pro-6000-server", "NVIDIA RTX PRO 6000 Blackwell Server Edition", (12, 0),
+             "Blackwell", brand="nvidiartx", datacenter=True, needs_open=True, min_branch=570,
+             min_cuda="12.8", source=_PRO_SERVER),
+        _gpu("rtx-pro-5000", "NVIDIA RTX PRO 5000 Blackwell", (12, 0), "Blackwell",
+             brand="nvidiartx", datacenter=False, needs_open=True, min_branch=570,
+             min_cuda="12.8", source=CUDA_GPUS),
+        _gpu("gb10", "NVIDIA GB10", (12, 1), "Blackwell", datacenter=False, needs_open=True,
+             min_branch=580, min_cuda="12.9"),
     )
-}
+}  # fmt: skip
 OPEN_MODULES_SOURCE = OPEN_MODULES_BLOG
 
 # FP8 tensor cores start at sm_89 (Ada) and sm_90 (Hopper): PTX's mma/wgmma with .e4m3/.e5m2

@@ -30,8 +30,17 @@ CDI_REFRESH_SOURCE = Source(
 # Podman resolves `--device nvidia.com/gpu=...` natively from 4.1.0.
 PODMAN_CDI_MIN = Version("4.1.0")
 PODMAN_CDI_SOURCE = Source("https://github.com/NVIDIA/nvidia-container-toolkit/issues/63")
-# Where `nvidia-ctk cdi generate` writes (/var/run is tmpfs: cleared at boot).
+# Where `nvidia-ctk cdi generate` writes (/var/run is tmpfs: cleared at boot). The CDI cache
+# reads these in this order, and a later directory has the higher priority: the same device
+# kind declared in both resolves to /var/run/cdi's; only specs of equal priority (the same
+# directory) conflict. nvidia-cdi-refresh (toolkit >= 1.18) writes /var/run/cdi/nvidia.yaml at
+# every boot and module change.
 CDI_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
+CDI_RUNTIME_DIR = "/var/run/cdi"  # tmpfs: what is there now is gone after a reboot
+CDI_PRIORITY_SOURCE = Source(
+    "https://github.com/cncf-tags/container-device-interface (pkg/cdi/cache.go: "
+    "resolveConflict; spec-dirs.go: later directories take precedence)"
+)
 CDI_KIND_PREFIX = "nvidia.com/"
 # The spec pins driver-versioned files: it goes stale at every driver upgrade, and a container
 # start then fails with "error stat'ing file .../libEGL_nvidia.so.<old>".
@@ -47,12 +56,18 @@ SELINUX_SOURCE = Source(f"{CDI_SUPPORT_DOC.ref} (podman example); containers/con
 
 # --- kernel module, DKMS, Secure Boot ------------------------------------------------------
 # DKMS registers NVIDIA's module as "nvidia-open" (kmod-nvidia-open-dkms before 570.148.08) or
-# "nvidia" (the open-gpu-kernel-modules dkms.conf, and kmod-nvidia-open-dkms from 570.148.08).
-DKMS_MODULE_NAMES = ("nvidia", "nvidia-open")
+# "nvidia" (the open-gpu-kernel-modules dkms.conf, and kmod-nvidia-open-dkms from 570.148.08);
+# Debian's and Ubuntu's nvidia-kernel-dkms builds "nvidia-current" (the toolkit's own refresh
+# unit looks for `(nvidia|nvidia-current)\.ko`).
+DKMS_MODULE_NAMES = ("nvidia", "nvidia-open", "nvidia-current")
 DKMS_MODULE_SOURCE = Source(
     "https://github.com/NVIDIA/open-gpu-kernel-modules/pull/567; "
-    "https://github.com/awslabs/amazon-eks-ami/pull/2284"
+    "https://github.com/awslabs/amazon-eks-ami/pull/2284; "
+    "https://salsa.debian.org/nvidia-team/nvidia-graphics-drivers (nvidia-kernel-dkms)"
 )
+# The kernel headers DKMS builds against, per package family (EL: kernel-devel; Debian and
+# Ubuntu: linux-headers-<kernel>).
+KERNEL_HEADERS_PACKAGE = {"el": "kernel-devel-{kernel}", "debian": "linux-headers-{kernel}"}
 # `dkms status` formats (dkms >= 2.8.6 "<m>/<v>, <k>, <a>: <state>"; older "<m>, <v>, <k>, <a>").
 DKMS_STATUS_SOURCE = Source("dell/dkms@793fdab5:dkms.in (do_status, do_status_weak)")
 # DKMS signs the modules it builds with this key; Secure Boot loads them only once it is
@@ -88,15 +103,33 @@ PERSISTENCED_UNIT = "nvidia-persistenced"
 PERSISTENCED_SOURCE = Source(
     "https://docs.nvidia.com/deploy/driver-persistence/persistence-daemon.html"
 )
-# NVSwitch systems: fabric manager must be exactly the driver's version, and active.
+# NVSwitch systems: fabric manager must be exactly the driver's version, and active. NVIDIA's
+# RHEL repositories package it as nvidia-fabric-manager (older: nvidia-fabricmanager-<branch>)
+# beside libnvidia-nscq-<branch>, the NVSwitch query library, which must match the driver too
+# (`dnf install nvidia-fabric-manager libnvidia-nscq-580`); the service is still
+# nvidia-fabricmanager.
 FABRICMANAGER_UNIT = "nvidia-fabricmanager"
-FABRICMANAGER_PACKAGE = "nvidia-fabricmanager"
+FABRICMANAGER_PACKAGES = ("nvidia-fabric-manager", "nvidia-fabricmanager")
+FABRICMANAGER_PACKAGE = FABRICMANAGER_PACKAGES[0]
+NSCQ_PACKAGE_GLOB = "libnvidia-nscq*"  # libnvidia-nscq-<branch>
 FABRICMANAGER_SOURCE = Source(
-    f"https://github.com/NVIDIA/yum-packaging-fabric-manager (README); {DRIVER_INSTALL_GUIDE.ref}"
+    f"https://github.com/NVIDIA/yum-packaging-fabric-manager (README); {DRIVER_INSTALL_GUIDE.ref} "
+    "(fabric manager: nvidia-fabric-manager, libnvidia-nscq-<branch>)"
 )
 # The driver upgrade unloads the module: every process holding a GPU is killed or blocks it.
 GPU_PROCESSES_SOURCE = Source(
     "NVIDIA/k8s-driver-manager cmd/driver-manager/main.go (evicts GPU pods before unloading)"
+)
+
+# --- podman's image store ---------------------------------------------------------------------
+# `podman images` creates podman's storage (graphroot, its database) where podman never ran: a
+# change to the host. Preflight lists images only where the store already exists: root's
+# default graphroot, a rootless user's under $HOME, or the graphroot storage.conf names.
+PODMAN_ROOT_STORE = "/var/lib/containers/storage"
+PODMAN_USER_STORE = ".local/share/containers/storage"  # below $HOME
+PODMAN_STORAGE_CONF = "/etc/containers/storage.conf"
+PODMAN_STORE_SOURCE = Source(
+    "https://github.com/containers/storage/blob/main/docs/containers-storage.conf.5.md (graphroot)"
 )
 
 # --- free disk -------------------------------------------------------------------------------
@@ -247,21 +280,6 @@ MEMORY_ERRORS_SOURCE = Source(
     "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html; "
     "https://docs.nvidia.com/deploy/dynamic-page-retirement/index.html"
 )
-
-# --- forward compatibility beyond data center boards -----------------------------------------
-# "Forward Compatibility is applicable only for systems with: NVIDIA Data Center GPUs; Select
-# NGC Server Ready SKUs of RTX cards; Jetson boards." The page names no SKU: the RTX PRO 6000
-# Blackwell Server Edition (a passively cooled server board) is taken as one; its Workstation
-# and Max-Q editions are not (name match is exact, case-insensitive, NVML's spelling). Source
-# (unconfirmed: the SKU list is not on the page):
-# https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html
-FORWARD_COMPAT_RTX_SERVER_SKUS = frozenset({"nvidia rtx pro 6000 blackwell server edition"})
-
-
-def forward_compat_rtx_server(name: str) -> bool:
-    """Is this NVML product name an NGC Server Ready RTX SKU (forward compatibility works)?"""
-    return name.strip().lower() in FORWARD_COMPAT_RTX_SERVER_SKUS
-
 
 # --- Xid errors, runfile installs, package pins ----------------------------------------------
 # The driver logs GPU faults as "NVRM: Xid (PCI:0000:18:00): 79, pid=..., ..." in the kernel

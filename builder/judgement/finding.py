@@ -16,7 +16,8 @@ class Finding:
     subject: what it is about where the context does not say it (a matrix axis for file:line,
     an image, a GPU), None when the judged thing is the subject; remediation: what to do about
     a warn/block, empty when nothing is to be done; sources: where each fact it rests on is
-    published.
+    published; reason: a stable reason code (builder/judgement/reasons.py) where the finding is
+    one of the image x host judgement's, "" otherwise (the check id then names it).
     """
 
     id: str
@@ -25,10 +26,17 @@ class Finding:
     remediation: str = ""
     sources: tuple[Source, ...] = ()
     subject: str | None = None
+    reason: str = ""
+
+    @property
+    def code(self) -> str:
+        """What a fleet report counts: the reason code, else the check id."""
+        return self.reason or self.id
 
     def as_json(self) -> dict[str, object]:
         return {
             "id": self.id,
+            "reason": self.code,
             "severity": str(self.severity),
             "finding": self.message,
             "remediation": self.remediation,

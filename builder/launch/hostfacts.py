@@ -12,11 +12,11 @@ from pathlib import Path
 
 from builder.facts import host as host_rules
 from builder.facts.host import CDI_SPEC_DIRS
+from builder.judgement.gpu_identity import by_name as catalogue_gpu
 from builder.launch.gpucheck import DRIVER_FILE
 from builder.launch.request import Directory, LaunchHost
 from builder.nvidia_require.admission import VisibleGpu
 from builder.preflight import parsers
-from builder.preflight.host_gpus import catalogue_gpu
 
 SELINUX_ENFORCE = "/sys/fs/selinux/enforce"
 NVIDIA_GPUS = "/proc/driver/nvidia/gpus"
@@ -53,6 +53,18 @@ def cdi_devices(root: Path = Path("/")) -> tuple[str, ...]:
 
 def nvidia(root: Path = Path("/")) -> tuple[str | None, tuple[VisibleGpu, ...], int]:
     """(driver, GPUs as libnvidia-container judges them, device count) from /proc."""
+    module, gpus, count = _nvidia(root)
+    return (str(module.version) if module else None), gpus, count
+
+
+def module_flavour(root: Path = Path("/")) -> str | None:
+    """open | proprietary: the loaded module's flavour (its /proc version line)."""
+    text = _read(root / DRIVER_FILE.lstrip("/"))
+    module = parsers.nvidia_version(text) if text else None
+    return module.flavour if module else None
+
+
+def _nvidia(root: Path) -> tuple[parsers.KernelModule | None, tuple[VisibleGpu, ...], int]:
     text = _read(root / DRIVER_FILE.lstrip("/"))
     module = parsers.nvidia_version(text) if text else None
     gpus: list[VisibleGpu] = []
@@ -62,14 +74,17 @@ def nvidia(root: Path = Path("/")) -> tuple[str | None, tuple[VisibleGpu, ...], 
             count += 1
             info = _read(entry / "information") or ""
             m = _MODEL.search(info)
-            cat = catalogue_gpu(m[1].strip(), None) if m else None
+            model = m[1].strip() if m else ""
+            cat = catalogue_gpu(model, None) if model else None
             if cat is not None:
                 gpus.append(
-                    VisibleGpu(f"{cat.cc[0]}.{cat.cc[1]}", host_rules.libnvc_brand(cat.brand))
+                    VisibleGpu(
+                        f"{cat.cc[0]}.{cat.cc[1]}", host_rules.libnvc_brand(cat.brand), model
+                    )
                 )
     # an unidentified device makes per-GPU arch/brand terms unjudgeable: judge the driver alone
     known = tuple(gpus) if len(gpus) == count else ()
-    return (module.version if module else None), known, count
+    return module, known, count
 
 
 def directory(path: str) -> Directory:
@@ -97,6 +112,7 @@ def read_host(
         cdi_devices=cdi_devices(root) if engine == "podman" else (),
         gpu_count=count,
         driver=driver,
+        driver_flavour=module_flavour(root),
         gpus=gpus,
         env=dict(os.environ if env is None else env),
         dirs={d: directory(d) for d in dirs},

@@ -142,6 +142,7 @@ class LaunchHost:
     cdi_devices: tuple[str, ...] = ()  # fully qualified: nvidia.com/gpu=0, nvidia.com/gpu=all
     gpu_count: int = 0  # NVIDIA devices the driver lists
     driver: str | None = None  # the loaded NVIDIA kernel module's version
+    driver_flavour: str | None = None  # open | proprietary (the loaded module's)
     gpus: tuple[VisibleGpu, ...] = ()  # as libnvidia-container would judge them (arch, brand)
     env: Mapping[str, str] = field(default_factory=dict)  # the caller's environment
     dirs: Mapping[str, Directory] = field(default_factory=dict)  # --data / --ckpt, stat()ed

@@ -67,6 +67,7 @@ class VisibleGpu:
 
     arch: str  # compute capability, "9.0"
     brand: str  # the brand string libnvidia-container reports ("geforce", "unknown" for NVIDIA)
+    name: str = ""  # for messages only (libnvidia-container does not match on it)
 
 
 @dataclass(frozen=True)
@@ -74,13 +75,19 @@ class DriverFacts:
     driver: Version
     cuda: Version | None  # the CUDA version the driver supports; None: not known to the rules
     gpus: tuple[VisibleGpu, ...] = field(default_factory=tuple)
+    cuda_minor_known: bool = True  # False: only the major is known (R610/R620: "CUDA 13")
 
     @classmethod
     def for_driver(
         cls, driver: Version, gpus: tuple[VisibleGpu, ...] = (), cuda: Version | None = None
     ) -> DriverFacts:
         """Facts for a driver: `cuda` as the host reports it (nvidia-smi), else the branch's."""
-        return cls(driver, cuda or driver_rules.driver_cuda_version(driver), gpus)
+        if cuda is not None:
+            return cls(driver, cuda, gpus)
+        entry = driver_rules.branch_cuda(driver.major)
+        if entry is None:
+            return cls(driver, None, gpus)
+        return cls(driver, entry.cuda, gpus, entry.minor_known)
 
 
 @dataclass(frozen=True)
@@ -105,6 +112,17 @@ class Admission:
         )
 
 
+def _cuda_ambiguous(cond: RequireCondition, host: DriverFacts) -> bool:
+    """A cuda condition on a driver known only to its CUDA major: does the answer depend on
+    the minor nobody published? (cuda>=12.8 on "CUDA 13" does not; cuda>=13.1 does.)"""
+    if host.cuda_minor_known or host.cuda is None:
+        return False
+    major = host.cuda.major
+    low = compare_version(f"{major}.0", cond.op, cond.value)
+    high = compare_version(f"{major}.{UINTMAX - 1}", cond.op, cond.value)
+    return low != high
+
+
 # dsl.c formats a false condition as "KEY OP VALUE" into a 128-byte buffer; text that does not
 # fit turns the false into "invalid expression".
 _EXPR_MAX = 128
@@ -123,7 +141,7 @@ def _holds(cond: RequireCondition, host: DriverFacts, gpu: VisibleGpu | None) ->
             return None
         result = (gpu.brand.lower() == cond.value.lower()) == (cond.op == "=")
     elif cond.key == "cuda":
-        if host.cuda is None:
+        if host.cuda is None or _cuda_ambiguous(cond, host):
             return False
         result = compare_version(str(host.cuda), cond.op, cond.value)
     elif cond.key == "driver":
@@ -148,7 +166,7 @@ def _evaluate_once(
             answer = _holds(cond, host, gpu)
             if answer is None:
                 return None, None, cond, undecided
-            undecided |= cond.key == "cuda" and host.cuda is None
+            undecided |= cond.key == "cuda" and (host.cuda is None or _cuda_ambiguous(cond, host))
             held = answer
             if not answer:
                 completed = False

@@ -7,11 +7,16 @@ from packaging.version import Version
 from builder.facts import cuda as cuda_rules
 
 
-def nvidia_require_cuda(cuda: Version) -> str:
-    """The NVIDIA_REQUIRE_CUDA value NVIDIA's own images carry for this CUDA minor."""
+def nvidia_require_cuda(cuda: Version, *, forward_compat: bool = True) -> str:
+    """The NVIDIA_REQUIRE_CUDA value for this CUDA minor: `cuda>=MAJOR.MINOR`, then NVIDIA's
+    brand windows for the older branches forward compatibility serves. The windows promise
+    cuda-compat: an image that ships none (`forward_compat=False`: PyPI's CUDA wheels, a toolkit
+    install without it) carries the `cuda>=` term alone, so no host is admitted through a path
+    the image does not have."""
     minor = cuda_rules.minor(cuda)
     parts = [f"cuda>={minor}"]
-    for branch in cuda_rules.REQUIRE_BRANCH_WINDOWS.get(minor, ()):
+    windows = cuda_rules.REQUIRE_BRANCH_WINDOWS.get(minor, ()) if forward_compat else ()
+    for branch in windows:
         for brand in cuda_rules.REQUIRE_BRANDS:
             parts.append(f"brand={brand},driver>={branch},driver<{branch + 1}")
     return " ".join(parts)

@@ -8,6 +8,7 @@ raises NotAllowed and never reaches the host. Each shape says why it only reads.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Sequence
@@ -43,6 +44,7 @@ READABLE: tuple[re.Pattern[str], ...] = (
     _path(r"/etc/dnf/plugins/versionlock\.list"),
     _path(r"/(etc|usr/lib|run)/modprobe\.d/[A-Za-z0-9_.@+-]+\.conf"),
     _path(r"/(etc|var/run)/cdi/[A-Za-z0-9_.@+-]+\.(yaml|yml|json)"),
+    _path(r"/etc/containers/storage\.conf"),
 )
 LISTABLE = frozenset({*host_rules.MODPROBE_DIRS, *host_rules.CDI_SPEC_DIRS})
 # Paths whose existence `ls -1d` reports (CDI spec entries, the DKMS key): absolute, no `..`.
@@ -54,13 +56,14 @@ RPM_PACKAGES = frozenset(
         "kernel-devel",
         "kernel-headers",
         "dkms",
-        host_rules.FABRICMANAGER_PACKAGE,
+        *host_rules.FABRICMANAGER_PACKAGES,
         "nvidia-container-toolkit",
         "nvidia-driver",
         "podman",
     }
 )
 RPM_KMOD_GLOB = "kmod-nvidia*"
+RPM_NSCQ_GLOB = host_rules.NSCQ_PACKAGE_GLOB
 SMI_GPU_FIELDS = "index,uuid,name,compute_cap,driver_version,pci.bus_id,persistence_mode"
 SMI_APP_FIELDS = "pid,process_name,used_memory,gpu_uuid"
 UNITS = frozenset(
@@ -123,6 +126,7 @@ ALLOWED: tuple[Shape, ...] = (
         why="queries the package database",
     ),
     Shape("rpm", ("-qa", "--qf", RPM_QF, RPM_KMOD_GLOB), why="queries the package database"),
+    Shape("rpm", ("-qa", "--qf", RPM_QF, RPM_NSCQ_GLOB), why="queries the package database"),
     Shape("dkms", ("status",), why="prints the DKMS tree's state"),
     Shape("mokutil", ("--sb-state",), why="prints the Secure Boot state"),
     Shape(
@@ -160,6 +164,8 @@ ALLOWED: tuple[Shape, ...] = (
     Shape("podman", ("images", "--format", "json"), why="lists local images"),
     Shape("podman", ("image", "inspect"), _IMAGE_ID, 1, 100, why="prints image metadata"),
     Shape("getenforce", why="prints the SELinux mode"),
+    Shape("id", ("-u",), why="prints the caller's uid (whose podman store to look for)"),
+    Shape("printenv", ("HOME",), why="prints the caller's home (a rootless podman store)"),
     Shape(
         "journalctl",
         ("-k", "-b", "--no-pager", "-q", "-o", "short-monotonic", f"--grep={XID_PATTERN}"),
@@ -203,8 +209,10 @@ def probe_line(argv: Sequence[str], timeout: int = TIMEOUT_S) -> str:
     return shlex.join((*_PREFIX, str(timeout), *args)).replace("'LC_ALL=C'", "LC_ALL=C")
 
 
+@functools.lru_cache(maxsize=4096)
 def probe_argv(line: str) -> tuple[str, ...]:
-    """The argv inside a line `probe_line` made (for the tests that audit what reached a host)."""
+    """The argv inside a line `probe_line` made (a replayed host answers by it; the tests audit
+    what reached a host with it). Cached: a fleet asks the same few lines of every host."""
     words = shlex.split(line)
     if tuple(words[: len(_PREFIX)]) != _PREFIX or len(words) < len(_PREFIX) + 2:
         raise NotAllowed(f"not a preflight command line: {line!r}")

@@ -1,60 +1,58 @@
 """`trainimg compat` (pure): will this image run on that driver and GPU, without a host?
 
-The same evaluator and rules as preflight's image impact (builder.preflight.impact.judge and
-builder.nvidia_require): one image, one driver, one GPU described by name, compute capability
-and/or brand. The answer lists, per requirement, the term that decided it.
+The one judgement (builder/judgement/image.py) on one image, one driver and one GPU described
+by catalogue key, NVML name, compute capability and/or brand. The answer lists, per
+requirement, the term that decided it.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
 from builder.errors import TrainimgError
 from builder.facts import drivers as driver_rules
 from builder.facts import gpus as gpu_rules
-from builder.facts import host as host_rules
 from builder.facts.driver_version import DriverVersion
-from builder.judgement.severity import SKIP
-from builder.nvidia_require.admission import DriverFacts, VisibleGpu, evaluate, libnvc_message
+from builder.judgement.gpu_identity import GpuIdentity, by_name, from_catalogue, identify
+from builder.judgement.image import ImageVerdict, judge
+from builder.judgement.image_facts import DriverState
+from builder.nvidia_require.admission import DriverFacts, evaluate, libnvc_message
 from builder.nvidia_require.syntax import parse_require
-from builder.preflight.host_gpus import HostGpu, catalogue_gpu
 from builder.preflight.images import ImageRecord
-from builder.preflight.impact import STATUS_SEVERITY, ImageVerdict, judge_image
 from builder.preflight.report import exit_code_of
+
+MODULES = ("open", "proprietary")
 
 
 class CompatError(TrainimgError):
     """The GPU description does not name one GPU; the message says what would."""
 
 
-def describe_gpu(name: str | None, cc: str | None, brand: str | None) -> HostGpu | None:
-    """A GPU as preflight would see it: by catalogue name (`--gpu H100`), by compute capability
-    (`--cc 9.0`), with the NVML brand overridden by `--brand`; None for no GPU at all."""
+def describe_gpu(name: str | None, cc: str | None, brand: str | None) -> GpuIdentity | None:
+    """A GPU as preflight would identify it: by catalogue key (`--gpu h100`), NVML name
+    (`--gpu 'NVIDIA A100-SXM4-80GB'`) or compute capability (`--cc 9.0`), with the NVML brand
+    given by `--brand`; None for no GPU at all."""
     if name is None and cc is None:
         if brand is not None:
             raise CompatError("--brand needs --gpu or --cc (a brand belongs to a GPU)")
         return None
     cap = _cc(cc) if cc is not None else None
-    cat = None
     if name is not None:
-        cat = gpu_rules.GPUS.get(name.lower()) or catalogue_gpu(name, cap)
-        if cat is None and not host_rules.forward_compat_rtx_server(name):
+        if name.lower() in gpu_rules.GPUS:
+            ident = from_catalogue(name.lower(), brand or "")
+            if cap is not None and cap != ident.cc:
+                raise CompatError(f"--gpu {name} is CC {ident.cc_text}, not --cc {cc}")
+            return ident
+        if by_name(name, cap) is None:
             known = ", ".join(sorted(gpu_rules.GPUS))
-            raise CompatError(f"--gpu {name!r} is not a GPU the rules know (known: {known})")
-    elif cap is not None:
-        same = gpu_rules.by_cc(cap)
-        cat = same[0] if len(same) == 1 else None
-    shown = name or (cat.name if cat else f"a GPU of CC {cc}")
-    if cat is not None and name is not None and name.lower() == cat.key:
-        shown = cat.name
-    if cap is None and cat is not None:
-        cap = cat.cc
-    nvml_brand = brand or (
-        "GeForce" if cat and cat.brand == "geforce" else ("NVIDIA" if cat else "")
-    )
-    libnvc = host_rules.libnvc_brand(nvml_brand) if nvml_brand else host_rules.LIBNVC_BRAND_OTHER
-    return HostGpu(0, "", shown, cap, "", "", nvml_brand, libnvc, "", cat, "compat")
+            raise CompatError(
+                f"--gpu {name!r} is not a GPU the rules know (a key: {known}; or an NVML name "
+                "such as 'NVIDIA A100-SXM4-80GB')"
+            )
+        return identify(nvml_name=name, cc=cap, nvml_brand=brand or "")
+    return identify(cc=cap, nvml_brand=brand or "")
 
 
 def _cc(text: str) -> tuple[int, int]:
@@ -76,20 +74,22 @@ class RequirementDecision:
 @dataclass(frozen=True)
 class Answer:
     image: ImageRecord
-    driver: DriverVersion
-    gpu: HostGpu | None
+    driver: DriverState
+    gpu: GpuIdentity | None
     verdict: ImageVerdict
     terms: tuple[RequirementDecision, ...]
 
     @property
     def exit_code(self) -> int:
-        return exit_code_of(STATUS_SEVERITY.get(self.verdict.status, SKIP))
+        return exit_code_of(self.verdict.severity)
 
     def as_json(self) -> dict[str, Any]:
+        entry = driver_rules.branch_cuda(self.driver.version.major)
         return {
             "image": self.image.as_json(),
-            "driver": str(self.driver),
-            "cuda": str(c) if (c := driver_rules.driver_cuda_version(self.driver)) else None,
+            "driver": str(self.driver.version),
+            "kernel_module": self.driver.flavour,
+            "cuda": entry.text if entry else None,
             "gpu": None
             if self.gpu is None
             else {
@@ -97,6 +97,7 @@ class Answer:
                 "compute_cap": self.gpu.cc_text,
                 "brand": self.gpu.product_brand,
                 "libnvidia_container_brand": self.gpu.libnvc_brand,
+                "identified_by": self.gpu.how,
             },
             "verdict": self.verdict.as_json(),
             "terms": [t.__dict__ for t in self.terms],
@@ -104,13 +105,25 @@ class Answer:
         }
 
 
-def answer(image: ImageRecord, driver: DriverVersion, gpu: HostGpu | None) -> Answer:
-    gpus = [gpu] if gpu is not None else []
-    flavour = "open" if gpu is not None and gpu.needs_open_modules else None
-    verdict = judge_image(image, driver, flavour, gpus)
-    facts = DriverFacts.for_driver(
-        driver, tuple(VisibleGpu(g.cc_text if g.cc else "0.0", g.libnvc_brand) for g in gpus)
-    )
+def default_module(driver: DriverVersion, gpu: GpuIdentity | None) -> str:
+    """The flavour a plain install of `driver` brings: open from R560 (NVIDIA's default), and
+    the open modules wherever the GPU needs them; proprietary before R560."""
+    if gpu is not None and gpu.needs_open_modules:
+        return "open"
+    return "open" if driver.major >= driver_rules.OPEN_DEFAULT_FROM_BRANCH else "proprietary"
+
+
+def answer(
+    image: ImageRecord,
+    driver: DriverVersion,
+    gpu: GpuIdentity | None,
+    module: str | None = None,
+    today: dt.date | None = None,
+) -> Answer:
+    state = DriverState(driver, module or default_module(driver, gpu))
+    gpus = (gpu,) if gpu is not None else ()
+    verdict = judge(image.facts, state, gpus, today)
+    facts = DriverFacts.for_driver(driver, tuple(g.visible for g in gpus))
     terms = []
     for text in image.requirements:
         v = evaluate(parse_require(text), facts)
@@ -121,21 +134,25 @@ def answer(image: ImageRecord, driver: DriverVersion, gpu: HostGpu | None) -> An
             )
         else:
             terms.append(RequirementDecision(text, libnvc_message(text, v), False))
-    return Answer(image, driver, gpu, verdict, tuple(terms))
+    return Answer(image, state, gpu, verdict, tuple(terms))
 
 
 def render_answer(a: Answer) -> str:
-    cuda = driver_rules.driver_cuda_version(a.driver)
+    entry = driver_rules.branch_cuda(a.driver.version.major)
     gpu = (
         f"{a.gpu.name} (CC {a.gpu.cc_text}, brand {a.gpu.libnvc_brand!r})"
         if a.gpu is not None
         else "no GPU (arch and brand conditions hold, as libnvidia-container does)"
     )
     lines = [
-        f"{a.image.name} on driver {a.driver} (CUDA {cuda or 'unknown'}), {gpu}:",
-        f"  verdict: {a.verdict.status}",
+        f"{a.image.name} on driver {a.driver.version} ({a.driver.flavour} modules, CUDA "
+        f"{entry.text if entry else 'unknown'}), {gpu}:",
+        f"  verdict: {a.verdict.status} ({a.verdict.severity})",
     ]
-    lines += [f"  - {r}" for r in a.verdict.reasons]
+    for f in a.verdict.findings:
+        if f.reason == "driver.supported" and f.severity.rank <= 1:
+            continue
+        lines.append(f"  - [{f.reason}] {f.message}")
     for t in a.terms:
         short = t.requirement if len(t.requirement) <= 60 else t.requirement[:57] + "..."
         lines.append(f"  {'holds' if t.holds else 'fails'}: {short}")

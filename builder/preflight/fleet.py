@@ -20,10 +20,11 @@ from packaging.version import InvalidVersion, Version
 
 from builder.facts import drivers as driver_rules
 from builder.facts.driver_version import DriverVersion
+from builder.judgement.gpu_identity import GpuIdentity
+from builder.judgement.image_facts import DriverState
 from builder.preflight import allowlist
 from builder.preflight import images as img
 from builder.preflight.checks import run_checks
-from builder.preflight.checks.common import is_driver_version
 from builder.preflight.checks.reach import reach
 from builder.preflight.gather import gather
 from builder.preflight.host_state import HostState
@@ -48,6 +49,7 @@ class FleetInputs:
     local_images: bool = True
     timeout: int = allowlist.TIMEOUT_S  # seconds per probe
     record_dir: Path | None = None  # --record DIR: write what each host returned
+    ssh_control_dir: str | None = None  # ssh master sockets: one connection per host
 
 
 def host_facts(state: HostState) -> dict[str, Any]:
@@ -61,9 +63,9 @@ def host_facts(state: HostState) -> dict[str, Any]:
         "os": state.os.pretty_name if state.os else None,
         "kernel": state.kernel,
         "default_kernel": state.default_kernel,
-        "driver": state.driver,
-        "driver_loaded": state.loaded_driver,
-        "driver_installed": state.installed_driver,
+        "driver": _text(state.driver),
+        "driver_loaded": _text(state.loaded_driver),
+        "driver_installed": _text(state.installed_driver),
         "reboot_pending": state.reboot_pending,
         "cuda": {
             "reported": state.smi_q.cuda if state.smi_q and state.smi_q.cuda else None,
@@ -80,6 +82,7 @@ def host_facts(state: HostState) -> dict[str, Any]:
                 "brand": g.product_brand,
                 "libnvidia_container_brand": g.libnvc_brand,
                 "catalogue": g.catalogue.key if g.catalogue else None,
+                "identified_by": g.identity.how,
             }
             for g in state.gpus
         ],
@@ -88,32 +91,60 @@ def host_facts(state: HostState) -> dict[str, Any]:
     }
 
 
-def judge_state(state: HostState, ctx: FleetInputs) -> HostReport:
-    checks = run_checks(state, ctx.plan, ctx.today)
+def _text(version: DriverVersion | None) -> str | None:
+    return str(version) if version is not None else None
+
+
+def driver_now(state: HostState) -> DriverState | None:
+    """The driver that runs now, as the image judgement reads it: the loaded module (and the
+    CUDA version nvidia-smi reports for it); under an NVML mismatch CUDA cannot start."""
+    if state.driver is None:
+        return None
+    return DriverState(state.driver, state.flavour, _reported_cuda(state), state.nvml_mismatch)
+
+
+def driver_planned(state: HostState, plan: UpgradePlan) -> DriverState | None:
+    if plan.target is None:
+        return None
+    return DriverState(plan.target, plan.flavour(state))
+
+
+def _judged_gpus(state: HostState) -> tuple[GpuIdentity, ...]:
+    """The GPUs an image runs on: all but those passed through to a VM."""
+    return tuple(g.identity for g in state.gpus if "vfio" not in g.pci_note)
+
+
+def _images(state: HostState, ctx: FleetInputs) -> tuple[list[img.ImageRecord], list[str]]:
     records = list(ctx.images)
     notes = list(ctx.image_notes)
     if ctx.local_images:
         local, skipped = img.from_local(state.images)
         records += local
         listed = state.out("podman-images")
-        if listed is not None and not listed.ok:
+        if state.podman_store_note:
+            notes.append(state.podman_store_note)
+        elif listed is not None and not listed.ok:
             notes.append(f"local images not listed: {listed.why()}")
         elif skipped:
             notes.append(f"{skipped} local image(s) without a GPU requirement")
-    current = (
-        DriverVersion(state.driver) if state.driver and is_driver_version(state.driver) else None
-    )
-    rows = impact(
-        records,
-        [g for g in state.gpus if "vfio" not in g.pci_note],  # a passed-through GPU runs no image
-        current,
-        state.flavour,
-        ctx.plan.target,
-        ctx.plan.flavour(state),
-        _reported_cuda(state),
-    )
+    return records, notes
+
+
+def judge_state(state: HostState, ctx: FleetInputs) -> HostReport:
+    """The host's two verdicts: as it is now, and, with a target, after the plan (each check
+    judges the plan's driver where the plan changes what it looks at)."""
+    records, notes = _images(state, ctx)
+    gpus = _judged_gpus(state)
+    now_plan = UpgradePlan(None, None, ctx.plan.strict)
+    now_rows = impact(records, gpus, driver_now(state), None, ctx.today)
+    now_checks = run_checks(state, now_plan, ctx.today)
+    now_checks.append(impact_check(now_rows, None, notes))
+    if ctx.plan.target is None:
+        return HostReport(state.name, now_checks, now_rows, host_facts(state))
+    rows = impact(records, gpus, driver_now(state), driver_planned(state, ctx.plan), ctx.today)
+    checks = run_checks(state, ctx.plan, ctx.today)
     checks.append(impact_check(rows, ctx.plan.target, notes))
-    return HostReport(state.name, checks, rows, host_facts(state))
+    return HostReport(state.name, checks, rows, host_facts(state), now_checks=now_checks)
 
 
 def _reported_cuda(state: HostState) -> Version | None:
@@ -126,9 +157,7 @@ def _reported_cuda(state: HostState) -> Version | None:
 
 
 def _table_cuda(state: HostState) -> Version | None:
-    if not state.driver or not is_driver_version(state.driver):
-        return None
-    return driver_rules.driver_cuda_version(DriverVersion(state.driver))
+    return driver_rules.driver_cuda_version(state.driver) if state.driver else None
 
 
 def record_name(host: str) -> str:
@@ -145,9 +174,10 @@ def preflight_host(target: Target, ctx: FleetInputs, connect_fn: Connect = conne
         return unreachable(target.name, target.error or "no connection for this host")
     try:
         if target.record is not None:  # a recorded host (--from): replayed, nothing reached
-            host = ReadOnlyHost(ReplayHost(Record.load(target.record, target.name)), target.name)
+            rec = target.loaded or Record.load(target.record, target.name)
+            host = ReadOnlyHost(ReplayHost(rec), target.name)
         elif target.connection is not None:  # an inventory host: fields as arguments, no URL
-            host = connect_validated(target.connection, ctx.timeout)
+            host = connect_validated(target.connection, ctx.timeout, ctx.ssh_control_dir)
         else:
             host = connect_fn(target.spec)
         state = gather(host, images=ctx.local_images)

@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 
 from builder.facts import host as host_rules
+from builder.facts.driver_version import DriverVersion
 from builder.preflight import allowlist, parsers
 from builder.preflight.host_gpus import merged_gpus
 from builder.preflight.host_state import HostState
@@ -75,6 +76,9 @@ def _packages(host: ReadOnlyHost, state: HostState) -> None:
         state.rpm = parsers.rpm_q(o["rpm"].stdout)
         o["rpm-kmods"] = host.run("rpm", "-qa", "--qf", allowlist.RPM_QF, allowlist.RPM_KMOD_GLOB)
         state.kmods = parsers.precompiled_kmods(parsers.rpm_q(o["rpm-kmods"].stdout))
+        o["rpm-nscq"] = host.run("rpm", "-qa", "--qf", allowlist.RPM_QF, allowlist.RPM_NSCQ_GLOB)
+        if o["rpm-nscq"].ok:
+            state.nscq = parsers.rpm_q(o["rpm-nscq"].stdout).installed
     o["grubby"] = host.run("grubby", "--default-kernel")
     state.default_kernel = parsers.grubby_default(o["grubby"].stdout) if o["grubby"].ok else None
 
@@ -89,14 +93,14 @@ def _driver(host: ReadOnlyHost, state: HostState) -> None:
     state.module = parsers.nvidia_version(o["nvrm"].stdout) if o["nvrm"].ok else None
     o["sys-module"] = host.read("/sys/module/nvidia/version")
     sysmod = o["sys-module"]
-    state.sys_module_version = (sysmod.stdout.strip() or None) if sysmod.ok else None
+    state.sys_module_version = DriverVersion.parse(sysmod.stdout) if sysmod.ok else None
     o["modinfo"] = host.run("modinfo", "-F", "license", "nvidia")
     state.installed_flavour = (
         parsers.module_license(o["modinfo"].stdout) if o["modinfo"].ok else None
     )
     o["modinfo-version"] = host.run("modinfo", "-F", "version", "nvidia")
     mv = o["modinfo-version"]
-    state.installed_module_version = (mv.stdout.strip() or None) if mv.ok else None
+    state.installed_module_version = DriverVersion.parse(mv.stdout) if mv.ok else None
     o["lspci"] = host.run("lspci", "-nnk", "-d", "10de:")
     state.pci = parsers.lspci_nvidia(o["lspci"].stdout) if o["lspci"].ok else None
     if not state.nvidia_loaded:
@@ -117,7 +121,8 @@ def _driver(host: ReadOnlyHost, state: HostState) -> None:
 
 
 def _gpus(host: ReadOnlyHost, state: HostState) -> None:
-    state.gpus = merged_gpus(state)
+    smi_q = state.smi_q.gpus if state.smi_q else ()
+    state.gpus = merged_gpus(state.smi_gpus, smi_q, state.pci, state.nvidia_loaded)
 
 
 def _dkms_secure_boot(host: ReadOnlyHost, state: HostState) -> None:
@@ -258,8 +263,39 @@ def _cdi(host: ReadOnlyHost, state: HostState, listing: dict[str, list[str]]) ->
         state.cdi_missing[spec.path] = [p for p in paths if p not in found]
 
 
+def _podman_store(host: ReadOnlyHost, state: HostState) -> str | None:
+    """Where this caller's podman keeps its images, if that store exists: `podman images`
+    creates it (and its database) where podman never ran, which would change the host."""
+    o = state.outputs
+    o["id"] = host.run("id", "-u")
+    root = o["id"].stdout.strip() == "0" if o["id"].ok else True
+    conf = o[f"cat {host_rules.PODMAN_STORAGE_CONF}"] = host.read(host_rules.PODMAN_STORAGE_CONF)
+    candidates = [parsers.graphroot(conf.stdout)] if conf.ok and root else []
+    if root:
+        candidates.append(host_rules.PODMAN_ROOT_STORE)
+    else:
+        o["home"] = host.run("printenv", "HOME")
+        home = o["home"].stdout.strip() if o["home"].ok else ""
+        if home.startswith("/"):
+            candidates.append(f"{home.rstrip('/')}/{host_rules.PODMAN_USER_STORE}")
+    paths = [
+        c for c in dict.fromkeys(candidates) if c and allowlist.permitted(("ls", "-1d", "--", c))
+    ]
+    if not paths:
+        return None
+    found, o["podman-store"] = _exists(host, paths)
+    return next((p for p in paths if p in found), None)
+
+
 def _images(host: ReadOnlyHost, state: HostState) -> None:
     o = state.outputs
+    store = _podman_store(host, state)
+    if store is None:
+        state.podman_store_note = (
+            "local images not listed: podman has no image store for this user here (listing "
+            "would create one; preflight only reads)"
+        )
+        return
     o["podman-images"] = host.run("podman", "images", "--format", "json")
     if not o["podman-images"].ok:
         return

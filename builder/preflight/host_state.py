@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from builder.facts import host as host_rules
+from builder.facts.driver_version import DriverVersion
 from builder.preflight import parsers
 from builder.preflight.host_gpus import HostGpu
 from builder.preflight.hostio import Output
@@ -21,11 +22,12 @@ class HostState:
     os: parsers.OsRelease | None = None
     rpm: parsers.RpmQuery | None = None  # None: rpm is not there (not an RPM host)
     kmods: list[tuple[str, str, str]] = field(default_factory=list)
+    nscq: dict[str, tuple[str, ...]] = field(default_factory=dict)  # libnvidia-nscq-<branch>
     modules: dict[str, tuple[int, tuple[str, ...]]] | None = None  # /proc/modules
     module: parsers.KernelModule | None = None  # the loaded kernel module
-    sys_module_version: str | None = None
+    sys_module_version: DriverVersion | None = None
     installed_flavour: str | None = None  # modinfo license of the module on disk
-    installed_module_version: str | None = None  # modinfo version of the module on disk
+    installed_module_version: DriverVersion | None = None  # modinfo version of the module on disk
     pci: parsers.PciDevices | None = None  # None: lspci is not there
     smi_gpus: list[parsers.SmiGpu] = field(default_factory=list)
     smi_q: parsers.SmiQuery | None = None
@@ -41,7 +43,7 @@ class HostState:
         default_factory=lambda: parsers.Blacklist(False, False, ())
     )
     units: dict[str, tuple[str, str]] = field(default_factory=dict)  # (active, unit file state)
-    fm_version: str | None = None
+    fm_version: DriverVersion | None = None
     ctk_version: str | None = None
     cdi_specs: list[parsers.CdiSpec] = field(default_factory=list)
     cdi_errors: list[str] = field(default_factory=list)
@@ -55,16 +57,24 @@ class HostState:
     runfile: list[str] = field(default_factory=list)  # a runfile install's traces that exist
     dnf_pins: list[str] | None = None  # None: not an EL host
     errors: dict[str, str] = field(default_factory=dict)  # gather step -> its exception
+    podman_store_note: str = ""  # why podman's images were not listed (no store: never ran)
 
     def out(self, probe: str) -> Output | None:
         return self.outputs.get(probe)
 
     @property
-    def driver(self) -> str | None:
+    def driver(self) -> DriverVersion | None:
         """The running driver: the loaded module's version, else what NVML reports."""
         if self.module is not None:
             return self.module.version
         return self.smi_gpus[0].driver if self.smi_gpus else None
+
+    @property
+    def nvml_mismatch(self) -> bool:
+        """nvidia-smi says "Driver/library version mismatch": the userspace driver changed under
+        a loaded module, and NVML/CUDA fail until the reboot."""
+        smi = self.out("smi")
+        return smi is not None and "version mismatch" in (smi.stdout + smi.stderr).lower()
 
     @property
     def nvidia_loaded(self) -> bool:
@@ -76,19 +86,19 @@ class HostState:
         return out is not None and out.ok
 
     @property
-    def loaded_driver(self) -> str | None:
+    def loaded_driver(self) -> DriverVersion | None:
         if self.module is not None:
             return self.module.version
         return self.sys_module_version
 
     @property
-    def userspace_driver(self) -> str | None:
+    def userspace_driver(self) -> DriverVersion | None:
         """The installed userspace driver: the nvidia-driver package (EL), else None."""
         pkgs = self.rpm.installed.get("nvidia-driver", ()) if self.rpm else ()
-        return pkgs[-1].split("-")[0] if pkgs else None
+        return DriverVersion.parse(pkgs[-1].split("-")[0]) if pkgs else None
 
     @property
-    def installed_driver(self) -> str | None:
+    def installed_driver(self) -> DriverVersion | None:
         """What the next boot loads: the module on disk for the running kernel, else the
         userspace package's version."""
         return self.installed_module_version or self.userspace_driver
@@ -101,7 +111,7 @@ class HostState:
         return bool(loaded and installed and loaded != installed)
 
     @property
-    def next_driver(self) -> str | None:
+    def next_driver(self) -> DriverVersion | None:
         """The driver after the next boot: the installed one when a reboot is pending."""
         return self.installed_driver if self.reboot_pending else self.driver
 

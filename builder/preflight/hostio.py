@@ -131,10 +131,19 @@ def connect(spec: str, timeout: int = allowlist.TIMEOUT_S) -> ReadOnlyHost:
     return ReadOnlyHost(host, spec, timeout)
 
 
-def connect_validated(conn: Any, timeout: int = allowlist.TIMEOUT_S) -> ReadOnlyHost:
+# How long an ssh master connection outlives its last probe (seconds): long enough for one
+# host's probes, short enough not to linger after the run.
+SSH_CONTROL_PERSIST = 30
+
+
+def connect_validated(
+    conn: Any, timeout: int = allowlist.TIMEOUT_S, control_dir: str | None = None
+) -> ReadOnlyHost:
     """A ReadOnlyHost for an inventory Connection: testinfra's backend gets each validated
     field as an argument; no URL is built or parsed, so no value can become a backend option
-    (`ansible_port="1?ssh_config=FILE"` never reaches ssh: the inventory refuses it)."""
+    (`ansible_port="1?ssh_config=FILE"` never reaches ssh: the inventory refuses it). Over ssh,
+    the probes share one connection (a master socket in `control_dir`, ssh's ControlPath):
+    a host costs one connection, not one per probe."""
     import os
 
     import testinfra.backend
@@ -155,6 +164,11 @@ def connect_validated(conn: Any, timeout: int = allowlist.TIMEOUT_S) -> ReadOnly
             hostspec += f":{conn.port}" if conn.port else ""
             if conn.identity_file:
                 kwargs["ssh_identity_file"] = os.path.expanduser(conn.identity_file)
+            if conn.backend == "ssh" and control_dir is not None:
+                # testinfra %-formats its ssh line: %%C reaches ssh as %C (its hash of the
+                # connection), one socket per host in a private directory
+                kwargs["controlpath"] = f"{control_dir}/%%C"
+                kwargs["controlpersist"] = SSH_CONTROL_PERSIST
             backend = testinfra.backend.get_backend_class(conn.backend)(hostspec, **kwargs)
         else:
             backend = testinfra.backend.get_backend_class(conn.backend)(conn.host, **kwargs)

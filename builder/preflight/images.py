@@ -8,6 +8,7 @@ images/lock.json is read tolerantly (its schema is young); local images come fro
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +17,19 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from builder import labels as lab
-from builder.labels import ARCH_LIST_LABEL, CELL_LABEL, CUDA_LABEL, DRIVER_MIN_LABEL
+from builder.facts.cuda import CudaSource
+from builder.judgement.image_facts import ImageFacts
+from builder.labels import (
+    ARCH_LIST_LABEL,
+    CELL_LABEL,
+    CUDA_LABEL,
+    CUDA_SOURCE_LABEL,
+    DRIVER_MIN_LABEL,
+)
 from builder.nvidia_require.image_env import collect, disable_require
 from builder.nvidia_require.write import nvidia_require_cuda
 from builder.preflight.parsers import LocalImage
+from builder.preflight.shown import shown
 from builder.workspace import Workspace
 
 
@@ -35,10 +45,24 @@ class ImageRecord:
     disable_require: bool = False
     cell: str | None = None
     requirement_error: str = ""  # the toolkit cannot collect the requirements (hook fails)
+    cuda_source: CudaSource = CudaSource.UNKNOWN  # where its CUDA user-space comes from
 
     @property
     def gpu(self) -> bool:
         return bool(self.requirements) or self.cuda is not None
+
+    @functools.cached_property
+    def facts(self) -> ImageFacts:
+        """What the judgement (builder/judgement/image.py) reads of the image."""
+        return ImageFacts(
+            self.name,
+            self.requirements,
+            self.cuda,
+            self.cuda_source,
+            self.arch_list,
+            self.requirement_error,
+            self.disable_require,
+        )
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -52,6 +76,7 @@ class ImageRecord:
             "driver_min": self.driver_min,
             "disable_require": self.disable_require,
             "requirement_error": self.requirement_error or None,
+            "cuda_source": str(self.cuda_source),
         }
 
 
@@ -80,6 +105,14 @@ def _arches(labels: dict[str, str]) -> tuple[str, ...] | None:
     return tuple(text.split()) if text is not None else None
 
 
+def source_from_labels(labels: dict[str, str]) -> CudaSource:
+    """The image's own word on where its CUDA comes from (our label), else unknown."""
+    try:
+        return CudaSource(labels.get(CUDA_SOURCE_LABEL, CudaSource.UNKNOWN))
+    except ValueError:
+        return CudaSource.UNKNOWN
+
+
 def from_workspace(ws: Workspace) -> list[ImageRecord]:
     out = []
     for cell in ws.cells:
@@ -97,6 +130,7 @@ def from_workspace(ws: Workspace) -> list[ImageRecord]:
                 labels.get(DRIVER_MIN_LABEL),
                 False,
                 cell.name,
+                cuda_source=source_from_labels(labels),
             )
         )
     return out
@@ -139,17 +173,19 @@ def from_lock(path: Path) -> tuple[list[ImageRecord], list[str]]:
         )
         cuda = rec.get("cuda") or labels.get(CUDA_LABEL)
         reqs, origin = requirements_from_env(env)
+        source = source_from_labels(labels)
         if not reqs and cuda:
+            windows = source not in (CudaSource.PYPI, CudaSource.TOOLKIT)
             try:
-                reqs = (nvidia_require_cuda(Version(str(cuda))),)
+                reqs = (nvidia_require_cuda(Version(str(cuda)), forward_compat=windows),)
                 origin = f"derived from CUDA {cuda} (the record holds no environment)"
             except InvalidVersion:
-                notes.append(f"{path}: cells.{name}.cuda {cuda!r} is not a version")
+                notes.append(f"{path}: cells.{shown(name)}.cuda {shown(cuda)} is not a version")
         tags = rec.get("tags")
-        shown = name if not isinstance(tags, list) or not tags else str(tags[0])
+        tag = name if not isinstance(tags, list) or not tags else str(tags[0])
         out.append(
             ImageRecord(
-                shown,
+                tag,
                 "lock",
                 reqs,
                 origin,
@@ -158,6 +194,7 @@ def from_lock(path: Path) -> tuple[list[ImageRecord], list[str]]:
                 labels.get(DRIVER_MIN_LABEL),
                 False,
                 labels.get(CELL_LABEL, name),
+                cuda_source=source,
             )
         )
     return out, notes
@@ -166,19 +203,17 @@ def from_lock(path: Path) -> tuple[list[ImageRecord], list[str]]:
 def merge(matrix: list[ImageRecord], lock: list[ImageRecord]) -> list[ImageRecord]:
     """One row per cell: a lock record (what was built) replaces the matrix's own view of it."""
     built = {r.cell: r for r in lock if r.cell}
-    out = [
-        ImageRecord(built[m.cell].name, "matrix+lock", *_fields(built[m.cell], m))
-        if m.cell in built
-        else m
-        for m in matrix
-    ]
+    out = [_merged(built[m.cell], m) if m.cell in built else m for m in matrix]
     known = {m.cell for m in matrix}
     out += [r for r in lock if r.cell not in known]
     return out
 
 
-def _fields(lock: ImageRecord, cell: ImageRecord) -> tuple[Any, ...]:
-    return (
+def _merged(lock: ImageRecord, cell: ImageRecord) -> ImageRecord:
+    """What was built, with the matrix's view filling what the build record lacks."""
+    return ImageRecord(
+        lock.name,
+        "matrix+lock",
         lock.requirements or cell.requirements,
         lock.requirement_origin if lock.requirements else cell.requirement_origin,
         lock.arch_list if lock.arch_list is not None else cell.arch_list,
@@ -186,6 +221,9 @@ def _fields(lock: ImageRecord, cell: ImageRecord) -> tuple[Any, ...]:
         lock.driver_min or cell.driver_min,
         False,
         cell.cell,
+        cuda_source=lock.cuda_source
+        if lock.cuda_source is not CudaSource.UNKNOWN
+        else cell.cuda_source,
     )
 
 
@@ -213,6 +251,7 @@ def from_local(images: list[LocalImage]) -> tuple[list[ImageRecord], int]:
                 origin.removeprefix(REQUIREMENT_ERROR)
                 if origin.startswith(REQUIREMENT_ERROR)
                 else "",
+                source_from_labels(img.labels),
             )
         )
     return out, skipped

@@ -58,6 +58,7 @@ class Target:
     error: str = ""
     connection: Connection | None = None  # set for inventory hosts (validated fields)
     record: Path | None = None  # set for a recorded host (--from DIR)
+    loaded: Any = None  # that record, loaded (and checked) once: builder.preflight.record.Record
 
 
 # Strict shapes for inventory values (anything else is refused with the key and the value).

@@ -20,12 +20,14 @@ class UpgradePlan:
     strict: bool = False  # --strict: a driver branch past its end of life blocks
 
     def flavour(self, state: HostState) -> str | None:
-        """The kernel-module flavour the upgrade installs: asked, else what runs now, else the
-        branch's default (open from R560)."""
+        """The kernel-module flavour the upgrade installs: asked, else the only one the branch
+        ships (open from R620), else what runs now, else the branch's default (open from R560)."""
         if self.target is None:
             return None
         if self.target_module:
             return self.target_module
+        if self.target.major >= driver_rules.PROPRIETARY_REMOVED_FROM_BRANCH:
+            return "open"  # the only flavour the branch ships
         if state.flavour:
             return state.flavour
         return (

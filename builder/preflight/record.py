@@ -21,17 +21,26 @@ import os
 import shlex
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from builder.errors import TrainimgError
 from builder.facts import host as host_rules
 from builder.preflight import allowlist as al
+from builder.preflight import parsers
 from builder.preflight.hostio import Output
 from builder.preflight.parsers import safe_load_yaml
+from builder.preflight.record_files import (
+    MAX_RECORD_FILE_BYTES,
+    RecordError,
+    host_files,
+    read_text,
+    regular_file,
+)
+from builder.preflight.shown import shown
 
 UNRECORDED = 97  # the exit status of a recorded program asked something nobody recorded
 RECORD_FILE = "fixture.yaml"
@@ -41,6 +50,7 @@ SHORT: dict[str, tuple[str, ...]] = {
     "grubby": ("grubby", "--default-kernel"),
     "rpm": ("rpm", "-q", "--qf", al.RPM_QF, *sorted(al.RPM_PACKAGES)),
     "rpm-kmods": ("rpm", "-qa", "--qf", al.RPM_QF, al.RPM_KMOD_GLOB),
+    "rpm-nscq": ("rpm", "-qa", "--qf", al.RPM_QF, al.RPM_NSCQ_GLOB),
     "modinfo": ("modinfo", "-F", "license", "nvidia"),
     "modinfo-version": ("modinfo", "-F", "version", "nvidia"),
     "lspci": ("lspci", "-nnk", "-d", "10de:"),
@@ -61,14 +71,11 @@ SHORT: dict[str, tuple[str, ...]] = {
     "nvidia-ctk": ("nvidia-ctk", "--version"),
     "podman": ("podman", "--version"),
     "podman-images": ("podman", "images", "--format", "json"),
+    "id": ("id", "-u"),
     "podman-inspect": ("podman", "image", "inspect"),
 }
 PREFIX_KEYS = {"podman-inspect"}  # recorded once, whatever image ids follow
 _SHORT_OF = {argv: key for key, argv in SHORT.items() if key not in PREFIX_KEYS}
-
-
-class RecordError(TrainimgError):
-    """A record directory that cannot be read or written; the message names the path."""
 
 
 @dataclass(frozen=True)
@@ -87,54 +94,70 @@ class Recording:
         return argv == self.argv
 
 
+@functools.lru_cache(maxsize=1024)
+def _argv_of(key: str) -> tuple[str, ...]:
+    """A probe key written as a command line (records of a fleet share them)."""
+    return tuple(shlex.split(key))
+
+
 @dataclass
 class Record:
     name: str
     root: Path
     meta: dict[str, Any]
     recordings: list[Recording] = field(default_factory=list)
+    checked_files: dict[str, Path] = field(default_factory=dict)
 
     @classmethod
     def load(cls, root: Path, name: str | None = None) -> Record:
-        path = root / RECORD_FILE
+        """A record, checked whole before any file it names is read (record_files.py): a
+        hostile record is a RecordError (exit 2) with nothing read."""
+        root = root.resolve()
+        path = regular_file(root, RECORD_FILE, "the record file", MAX_RECORD_FILE_BYTES)
         try:
-            meta = safe_load_yaml(path.read_text())
+            meta = safe_load_yaml(read_text(path, MAX_RECORD_FILE_BYTES))
         except OSError as exc:
             raise RecordError(f"{path}: cannot read the record ({exc.strerror})") from None
         except yaml.YAMLError as exc:
-            raise RecordError(f"{path}: not YAML: {str(exc).splitlines()[0]}") from None
+            raise RecordError(f"{path}: not YAML: {shown(str(exc).splitlines()[0], 200)}") from None
         if not isinstance(meta, dict) or not isinstance(meta.get("probes") or {}, dict):
             raise RecordError(f"{path}: not a preflight record (expected a mapping with `probes`)")
-        recs = []
+        exists = meta.get("exists") or []
+        if not isinstance(exists, list) or not all(isinstance(e, str) for e in exists):
+            raise RecordError(f"{path}: `exists` must be a list of host paths")
+        files = host_files(root)  # checks files/ now: a symlink refuses the record
+        checked: list[tuple[Any, dict[str, Any], Path | None]] = []
         for key, spec in (meta.get("probes") or {}).items():
-            if not isinstance(spec, dict):
-                raise RecordError(f"{path}: probes.{key} must be a mapping (stdout/file, rc)")
-            argv = SHORT.get(key) or tuple(shlex.split(str(key)))
-            try:
-                stdout = (
-                    (root / spec["file"]).read_text() if "file" in spec else spec.get("stdout", "")
-                )
-                rc = int(spec.get("rc", 0))
-            except (OSError, ValueError) as exc:
-                raise RecordError(f"{path}: probes.{key}: {exc}") from None
-            recs.append(
-                Recording(
-                    argv,
-                    str(stdout),
-                    str(spec.get("stderr", "")),
-                    rc,
-                    str(spec.get("origin", "")),
-                    key in PREFIX_KEYS,
-                    bool(spec.get("never_asked", False)),
-                )
+            where = f"{path}: probes.{shown(key)}"
+            if not isinstance(key, str) or not isinstance(spec, dict):
+                raise RecordError(f"{where} must be a command and a mapping (stdout/file, rc)")
+            out = spec.get("file")
+            if out is not None and not isinstance(out, str):
+                raise RecordError(f"{where}.file must be a path inside the record")
+            bad = [
+                k for k in ("stdout", "stderr", "origin") if not isinstance(spec.get(k, ""), str)
+            ]
+            if bad or not isinstance(spec.get("rc", 0), int) or isinstance(spec.get("rc"), bool):
+                raise RecordError(f"{where}: stdout/stderr/origin must be text, rc a number")
+            checked.append((key, spec, regular_file(root, out, "file") if out else None))
+        recs = [
+            Recording(
+                SHORT.get(key) or _argv_of(key),
+                read_text(out) if out is not None else spec.get("stdout", ""),
+                spec.get("stderr", ""),
+                int(spec.get("rc", 0)),
+                spec.get("origin", ""),
+                key in PREFIX_KEYS,
+                bool(spec.get("never_asked", False)),
             )
-        return cls(name or root.name, root, meta, recs)
+            for key, spec, out in checked
+        ]
+        return cls(name or root.name, root, meta, recs, files)
 
-    @functools.cached_property
+    @property
     def files(self) -> dict[str, Path]:
-        """Host path -> the record file holding its content."""
-        base = self.root / "files"
-        return {"/" + str(p.relative_to(base)): p for p in base.rglob("*") if p.is_file()}
+        """Host path -> the record file holding its content (checked at load)."""
+        return self.checked_files
 
     @functools.cached_property
     def exists(self) -> set[str]:
@@ -179,7 +202,7 @@ class ReplayHost:
             path = self.record.files.get(argv[1])
             if path is None:
                 return Result(1, "", f"cat: {argv[1]}: No such file or directory\n")
-            return Result(0, path.read_text(), "")
+            return Result(0, read_text(path), "")
         if prog == "ls":
             return self._ls(argv)
         if prog in self.record.programs or prog in ("uname", "df"):
@@ -237,20 +260,21 @@ def _write(root: Path, host: str, spec: str, log: list[Output], today: dt.date) 
     probes: dict[str, dict[str, Any]] = {}
     (root / "out").mkdir()
     for n, out in enumerate(log):
+        stdout, trimmed = _kept(out)
         if out.argv[0] == "cat" and out.ok:
             target = root / "files" / out.argv[1].lstrip("/")
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(out.stdout)
-            files[out.argv[1]] = origin
+            target.write_text(stdout)
+            files[out.argv[1]] = origin + trimmed
             continue
         key = _SHORT_OF.get(out.argv) or shlex.join(out.argv)
-        entry: dict[str, Any] = {"rc": out.rc, "origin": origin}
-        if len(out.stdout) > _INLINE_MAX:
+        entry: dict[str, Any] = {"rc": out.rc, "origin": origin + trimmed}
+        if len(stdout) > _INLINE_MAX:
             name = f"out/{n:03d}-{out.argv[0]}.txt"
-            (root / name).write_text(out.stdout)
+            (root / name).write_text(stdout)
             entry["file"] = name
         else:
-            entry["stdout"] = out.stdout
+            entry["stdout"] = stdout
         if out.stderr:
             entry["stderr"] = out.stderr
         probes[key] = entry
@@ -264,6 +288,23 @@ def _write(root: Path, host: str, spec: str, log: list[Output], today: dt.date) 
         f"# A preflight record of {host}: judge it with `trainimg preflight --from DIR`.\n"
         + yaml.safe_dump(meta, sort_keys=False, width=100, allow_unicode=True)
     )
+
+
+# Outputs whose full text preflight does not parse: the record keeps what the parser reads.
+_SUBSETS: dict[tuple[str, ...], Callable[[str], str]] = {
+    ("cat", host_rules.DNF_CONF): parsers.dnf_conf_subset,
+    ("cat", "/proc/cmdline"): parsers.cmdline_subset,
+    ("podman", "images"): parsers.images_subset,
+    ("podman", "image", "inspect"): parsers.inspect_subset,
+}
+
+
+def _kept(out: Output) -> tuple[str, str]:
+    """(what the record keeps of an output, a note for its origin when that is a subset)."""
+    for prefix, subset in _SUBSETS.items():
+        if out.argv[: len(prefix)] == prefix and out.ok:
+            return subset(out.stdout), " (only what preflight parses is kept)"
+    return out.stdout, ""
 
 
 def find_records(root: Path) -> list[Path]:

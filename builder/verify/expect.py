@@ -13,7 +13,6 @@ from builder.cell_hash import content_hash
 from builder.facts import cuda as cuda_rules
 from builder.facts.oses import DISTROS
 from builder.matrix.model import Cell, Project
-from builder.nvidia_require.write import nvidia_require_cuda
 from builder.trainer_version import TrainerVersionError, trainer_version
 
 
@@ -42,7 +41,8 @@ def from_cell(cell: Cell, project: Project) -> dict[str, Any]:
         "torch_cuda": cuda_rules.minor(cell.cuda.version) if cell.cuda is not None else None,
         "gcc": cell.gcc if cell.flavour == "devel" else None,
         "arch_list": list(label_rules.cell_arch_list(cell)),
-        "nvidia_require_cuda": nvidia_require_cuda(cell.cuda.version) if cell.cuda else None,
+        "nvidia_require_cuda": label_rules.require_cuda(cell),
+        "cuda_source": str(src) if (src := label_rules.cuda_source(cell)) else None,
         "labels": label_rules.cell_labels(cell, project),
         "content_hash": content_hash(cell, project),
         "env": label_rules.env(cell),
@@ -71,6 +71,7 @@ def from_labels(image_labels: dict[str, str]) -> dict[str, Any]:
         "gcc": image_labels.get(label_rules.GCC_LABEL),
         "arch_list": image_labels.get(label_rules.ARCH_LIST_LABEL, "").split(),
         "nvidia_require_cuda": None,
+        "cuda_source": image_labels.get(label_rules.CUDA_SOURCE_LABEL),
         "labels": None,
         "content_hash": None,
         "env": None,

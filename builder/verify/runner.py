@@ -17,7 +17,7 @@ from builder.errors import TrainimgError
 from builder.judgement.registry import Registered, registered
 from builder.labels import CELL_LABEL
 from builder.verify import expect as expectations
-from builder.verify import suite
+from builder.verify import host_compat, suite
 from builder.verify.lifecycle import plan_gpus, running_container
 from builder.verify.report import CheckResult, Collector, Report
 from builder.verify.scan import IMAGE_ROOTS
@@ -125,6 +125,7 @@ def verify(
                 "entrypoint": list(info.entrypoint),
             },
             "gpu": gpu,
+            "host_driver": host_compat.read_this_host() if plan.attach else {},
             "expect": expect,
             "train": {"steps": steps},
             "scan_roots": list(roots),

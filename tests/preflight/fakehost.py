@@ -41,7 +41,7 @@ class Fixture(Record):
     @classmethod
     def load_fixture(cls, name: str) -> Fixture:
         rec = Record.load(FIXTURES / name, name)
-        return cls(rec.name, rec.root, rec.meta, rec.recordings)
+        return cls(rec.name, rec.root, rec.meta, rec.recordings, rec.checked_files)
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 
 import pytest
 
@@ -45,7 +46,11 @@ def test_h100_on_565_runs_cu128_only_through_forward_compatibility(
     report, _ = run_fixture("el9-h100", "565.57.01")
     rows = [r for r in report.rows if r.image.source == "matrix" and r.image.cuda]
     assert len(rows) == sum(1 for i in matrix_images if i.cuda) > 0  # every CUDA cell judged
-    for r in rows:
+    pypi = [r for r in rows if r.image.cuda_source == "pypi"]
+    assert [r.image.name for r in pypi] == ["debian12-cu128-py3.11-torch2.9.1-runtime"]
+    for r in pypi:  # no cuda-compat: minor-version compatibility, the legacy hook refusing it
+        assert r.after is not None and r.after.codes[:2] == ("require.hook-refuses", "cuda.mvc")
+    for r in (r for r in rows if r not in pypi):
         assert r.after is not None and r.after.status == "fwd-compat", r.image.name
         assert any("forward compatibility" in why for why in r.after.reasons)
         # R565 is admitted by the label's window, but not in NVIDIA's cuda-compat-12-8 matrix
@@ -58,8 +63,11 @@ def test_h100_on_565_runs_cu128_only_through_forward_compatibility(
 def test_geforce_on_565_is_broken_for_cu128(run_fixture: RunFixture) -> None:
     report, _ = run_fixture("el9-geforce", "565.57.01")
     rows = [r for r in report.rows if r.image.source == "matrix" and r.image.cuda]
-    assert rows and all(r.after is not None and r.after.status == "broken" for r in rows)
-    why = rows[0].after.reasons if rows[0].after else ()
+    compat = [r for r in rows if r.image.cuda_source != "pypi"]
+    assert compat and all(r.after is not None and r.after.status == "broken" for r in compat)
+    # the PyPI-CUDA image has no cuda-compat to fail with 804: minor-version compatibility
+    assert {r.after.status for r in rows if r not in compat and r.after} == {"mvc"}
+    why = compat[0].after.reasons if compat[0].after else ()
     assert any("brand 'geforce'" in w and "cuda>=12.8" in w for w in why)
     assert any("804" in w for w in why)  # no cuda-compat on GeForce
     assert check(report, "images.impact").severity is BLOCK
@@ -72,15 +80,20 @@ def test_570_124_06_makes_cu128_fine(name: str, run_fixture: RunFixture) -> None
     rows = [r for r in report.rows if r.image.cuda]
     assert rows and all(r.after is not None and r.after.status == "ok" for r in rows)
     assert check(report, "images.impact").severity is OK
-    changes = {r.change for r in rows}
+    changes = {r.change for r in rows if r.image.cuda_source != "pypi"}
     assert changes == ({"improves"} if name == "el9-h100" else {"starts working"})
+    assert {r.change for r in rows if r.image.cuda_source == "pypi"} == {"improves"}  # from mvc
 
 
 def test_b200_on_a_proprietary_module_is_blocked(run_fixture: RunFixture) -> None:
     report, _ = run_fixture("el9-b200-proprietary", "570.124.06")
-    module = check(report, "driver.module")
+    module = check(report, "driver.module")  # the plan keeps proprietary
     assert module.severity is BLOCK and "open kernel modules" in module.message
-    assert check(report, "driver.target").severity is BLOCK  # the plan keeps proprietary
+    assert module.reason == "gpu.needs-open-modules"
+    assert (
+        report.now_checks is not None
+        and check(replace(report, checks=report.now_checks), "driver.module").severity is BLOCK
+    )  # and so does the host now
     rows = [r for r in report.rows if r.image.cuda]
     assert rows and all(
         r.now.status == "broken" and r.after and r.after.status == "broken" for r in rows
@@ -88,7 +101,8 @@ def test_b200_on_a_proprietary_module_is_blocked(run_fixture: RunFixture) -> Non
     assert exit_code([report]) == 1
     # with the open modules the plan itself is fine, and so are the images
     fixed, _ = run_fixture("el9-b200-proprietary", "570.124.06", "open")
-    assert check(fixed, "driver.target").severity is WARN  # R570: no published end of life
+    assert check(fixed, "driver.target").severity is WARN  # R570 reached its end of life
+    assert check(fixed, "driver.module").severity is OK
     assert all(r.after and r.after.status == "ok" for r in fixed.rows if r.image.cuda)
 
 
@@ -130,8 +144,12 @@ def test_cdi_spec_is_a_reminder_before_an_upgrade_unless_the_refresh_unit_runs(
 def test_fm_mismatch(run_fixture: RunFixture) -> None:
     report, _ = run_fixture("el9-h200-fm-mismatch", "570.133.20")
     fm = check(report, "fabricmanager")
-    assert fm.severity is BLOCK and "570.86.15 != driver 570.124.06" in fm.message
-    assert "nvidia-fabricmanager-570.133.20" in fm.remediation
+    # the host as it is: blocked; the plan upgrades the fabric manager with the driver
+    assert report.now_checks is not None
+    now = check(replace(report, checks=report.now_checks), "fabricmanager")
+    assert now.severity is BLOCK and "570.86.15 != driver 570.124.06" in now.message
+    assert fm.severity is WARN and "570.86.15 != driver 570.124.06" in fm.message
+    assert "nvidia-fabric-manager-570.133.20 libnvidia-nscq-570-570.133.20" in fm.remediation
 
 
 def test_kernel_without_devel(run_fixture: RunFixture) -> None:
@@ -180,9 +198,11 @@ def run(
 
 
 def test_proprietary_target_on_r620_is_blocked() -> None:
-    got = run(h100(), "620.10.02")
+    got = run(h100(), "620.10.02", "proprietary")
     target = got["driver.target"]
     assert target.severity is BLOCK and "no proprietary kernel modules" in target.message
+    # without --target-module, R620 brings the only flavour it ships: open
+    assert run(h100(), "620.10.02")["driver.target"].severity is OK
 
 
 def test_a_downgrade_warns() -> None:
@@ -215,7 +235,7 @@ def test_nvml_mismatch_blocks() -> None:
 
 
 def test_versions_that_disagree_block() -> None:
-    state = dataclasses.replace(h100(), sys_module_version="550.127.05")
+    state = dataclasses.replace(h100(), sys_module_version=DriverVersion("550.127.05"))
     got = run(state)["driver.version"]
     assert got.severity is BLOCK and "disagree" in got.message
 

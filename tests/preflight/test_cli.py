@@ -36,7 +36,7 @@ def _this_os_family() -> str | None:
 def test_this_machine_reports_honestly() -> None:
     # (the time it takes is benchmarks/preflight_bench.py's: no timed tests)
     proc = subprocess.run(
-        [sys.executable, "-m", "builder.cli", "preflight"],
+        [sys.executable, "-m", "builder.cli", "preflight", "--verbose"],
         cwd=REPO, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert "Traceback" not in proc.stderr
@@ -55,7 +55,8 @@ def test_json_report(capsys: pytest.CaptureFixture[str]) -> None:
     family = _this_os_family()
     code, out, _ = run_cli(capsys, "--json", "--target-driver", "570.124.06")
     doc = json.loads(out)
-    assert doc["schema"] == 1 and doc["target_driver"] == "570.124.06"
+    assert doc["schema"] == 2 and doc["target_driver"] == "570.124.06"
+    assert doc["hosts"][0]["verdicts"]["plan"] == doc["hosts"][0]["verdict"]
     assert doc["exit_code"] == code
     (local,) = doc["hosts"]
     assert local["host"] == "local" and local["reachable"]
@@ -91,7 +92,29 @@ def test_a_bad_host_never_stops_the_fleet(capsys: pytest.CaptureFixture[str]) ->
         assert reach["id"] == "host.reach" and reach["severity"] == "block"
     refused = hosts["ssh://nobody@127.0.0.1:1"]["checks"][0]["finding"]
     assert "Connection refused" in refused and "CommandResult" not in refused  # words, no repr
-    assert "Unknown connection type" in hosts["bogus://x"]["checks"][0]["finding"]
+    assert "not a host spec" in hosts["bogus://x"]["checks"][0]["finding"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("ssh://-oProxyCommand=touch${IFS}/tmp/h21-pwned", "is not a hostname or an IP address"),
+        ("ssh://root@gpu1?ssh_config=/tmp/h21-evil.conf", "option 'ssh_config' is not one"),
+        ("ssh://-oProxyCommand=x@gpu1", "is not a user name"),
+        ("ssh://gpu1:22x", "is not a port number"),
+        ("podman://a;b", "is not a container name"),
+    ],
+)
+def test_hosts_values_are_validated_like_inventory_hosts(
+    capsys: pytest.CaptureFixture[str], spec: str, says: str
+) -> None:
+    """A --hosts value never reaches ssh as an option: it is parsed into validated fields
+    (as an inventory host is), and a value of the wrong shape makes that host unusable."""
+    code, out, _ = run_cli(capsys, "--hosts", spec, "--no-images", "--json")
+    (host,) = json.loads(out)["hosts"]
+    assert code == 1 and not host["reachable"]
+    assert says in host["checks"][0]["finding"]
+    assert not Path("/tmp/h21-pwned").exists()
 
 
 @pytest.mark.parametrize(

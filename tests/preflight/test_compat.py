@@ -12,8 +12,14 @@ from tests.preflight.conftest import REPO
 CELL = "rocky9-cu128-py3.12-torch2.11.0-runtime"
 
 
+# A day every branch these tests name was supported (R570 reached its end of life 2026-02-28):
+# the lifecycle is part of the verdict (test_the_lifecycle_is_compat_s_too).
+BEFORE_R570_EOL = "2025-06-01"
+
+
 def compat(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(["compat", "--matrix", str(REPO / "matrix.yaml"), *args])
+    today = () if "--today" in args else ("--today", BEFORE_R570_EOL)
+    code = main(["compat", "--matrix", str(REPO / "matrix.yaml"), *today, *args])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -106,8 +112,41 @@ def test_a_tag_of_images_lock_json_is_an_image(
     }
     lock = {"schema": 1, "cells": {CELL: record}}
     (root / "images" / "lock.json").write_text(json.dumps(lock))
-    code = main(["compat", "--matrix", str(root / "matrix.yaml"), "localhost/trainimg:cu128",
+    code = main(["compat", "--matrix", str(root / "matrix.yaml"), "--today", BEFORE_R570_EOL,
+                 "localhost/trainimg:cu128",
                  "--driver", "570.124.06", "--gpu", "b200", "--json"])  # fmt: skip
     doc = json.loads(capsys.readouterr()[0])
     assert code == 0 and doc["image"]["image"] == "localhost/trainimg:cu128"
     assert doc["image"]["source"] == "matrix+lock" and doc["verdict"]["status"] == "ok"
+
+
+def test_the_lifecycle_is_compat_s_too(capsys: pytest.CaptureFixture[str]) -> None:
+    """The same standing of a branch on the same day as preflight and the matrix give it."""
+    code, out, _ = compat(
+        capsys, CELL, "--driver", "570.124.06", "--gpu", "h100", "--today", "2026-12-01", "--json"
+    )
+    doc = json.loads(out)
+    assert code == 3 and doc["verdict"]["status"] == "ok"
+    assert "driver.eol" in doc["verdict"]["codes"]
+
+
+def test_nvml_names_the_module_flavour_and_a_v100(capsys: pytest.CaptureFixture[str]) -> None:
+    """A real NVML name is a GPU; a Volta board on the open modules, or on a branch past R580,
+    does not run."""
+    code, out, _ = compat(
+        capsys, "--require", "cuda>=12.2", "--driver", "580.65.06", "--gpu",
+        "Tesla V100-SXM2-16GB", "--json",
+    )  # fmt: skip
+    doc = json.loads(out)
+    assert code == 1 and "gpu.open-unsupported" in doc["verdict"]["codes"], doc
+    assert doc["gpu"]["identified_by"] == "NVML name" and doc["kernel_module"] == "open"
+    code, out, _ = compat(
+        capsys, "--require", "cuda>=12.2", "--driver", "580.65.06", "--module", "proprietary",
+        "--gpu", "v100",
+    )  # fmt: skip
+    assert code == 0, out
+    code, out, _ = compat(
+        capsys, "--require", "cuda>=12.2", "--driver", "595.71.05", "--module", "proprietary",
+        "--gpu", "v100",
+    )  # fmt: skip
+    assert code == 1 and "[gpu.branch-dropped]" in out

@@ -12,6 +12,8 @@ from packaging.version import Version
 
 from builder.facts.driver_version import DriverVersion
 from builder.judgement.finding import Finding
+from builder.judgement.image import ImageVerdict, judge
+from builder.judgement.image_facts import DriverState
 from builder.judgement.severity import BLOCK, OK, WARN
 from builder.preflight import checks
 from builder.preflight import images as img
@@ -19,7 +21,6 @@ from builder.preflight.fleet import FleetInputs, preflight_host
 from builder.preflight.gather import gather
 from builder.preflight.host_state import HostState
 from builder.preflight.hostio import ReadOnlyHost
-from builder.preflight.impact import judge_image
 from builder.preflight.inventory import Target
 from builder.preflight.model import UpgradePlan
 from builder.preflight.report import exit_code
@@ -35,6 +36,12 @@ def require(text: str, cuda: str) -> img.ImageRecord:
     return img.ImageRecord("probe", "local", (text,), "env", None, cuda, None)
 
 
+def judge_image(
+    rec: img.ImageRecord, driver: DriverVersion, cuda: Version | None = None
+) -> ImageVerdict:
+    return judge(rec.facts, DriverState(driver, "open", cuda), ())
+
+
 # --- item 1: the CUDA version of a driver branch -----------------------------------------------
 def test_595_reports_cuda_13_2_and_a_cuda_13_1_image_runs(run_fixture: RunFixture) -> None:
     state = state_of("el9-l40s-r595-cuda13.2")
@@ -47,7 +54,7 @@ def test_595_reports_cuda_13_2_and_a_cuda_13_1_image_runs(run_fixture: RunFixtur
     assert row.now.status == "ok", row.now.reasons
     # and on the branch table alone (no host): 590 -> 13.1, 595 -> 13.2, R510 -> 11.6
     for driver, ok in (("590.48.01", True), ("580.65.06", False), ("595.71.05", True)):
-        v = judge_image(require("cuda>=13.1", "13.1.0"), DriverVersion(driver), "open", [])
+        v = judge_image(require("cuda>=13.1", "13.1.0"), DriverVersion(driver))
         assert (v.status == "ok") is ok, (driver, v)
 
 
@@ -63,12 +70,10 @@ def test_nvidia_smi_disagreeing_with_the_table_is_flagged_and_wins() -> None:
 
 
 def test_a_branch_past_the_table_is_unknown_not_the_last_known_cuda() -> None:
-    v = judge_image(require("cuda>=13.1", "13.1.0"), DriverVersion("640.10.01"), "open", [])
+    v = judge_image(require("cuda>=13.1", "13.1.0"), DriverVersion("640.10.01"))
     assert v.status == "unknown" and any("not known to the rules" in r for r in v.reasons)
     # with the host's own banner it is judged
-    ok = judge_image(
-        require("cuda>=13.1", "13.1.0"), DriverVersion("640.10.01"), "open", [], Version("13.4")
-    )
+    ok = judge_image(require("cuda>=13.1", "13.1.0"), DriverVersion("640.10.01"), Version("13.4"))
     assert ok.status == "ok"
 
 
@@ -80,9 +85,10 @@ def test_a_gpu_on_pci_that_nvml_lacks_is_in_the_inventory_with_its_reason() -> N
     inv = check_of(state, "gpu.inventory")
     assert inv.severity is BLOCK
     assert "seen on PCI only (not in NVML): NVIDIA GeForce RTX 5090" in inv.message
-    assert "does not drive it" in inv.message and "needs driver branch R570" in inv.remediation
+    assert "does not drive it" in inv.message and "needs driver branch R570+" in inv.message
+    assert inv.reason == "gpu.branch-too-old"
     after = check_of(state, "gpu.inventory", UpgradePlan(DriverVersion("570.124.06")))
-    assert after.severity is WARN and "brings them up" in after.remediation
+    assert after.severity is WARN and "must bring them up" in after.remediation
 
 
 def test_vfio_bound_and_fallen_off_the_bus_gpus_say_so() -> None:
@@ -92,13 +98,16 @@ def test_vfio_bound_and_fallen_off_the_bus_gpus_say_so() -> None:
         "Kernel modules: nvidiafb", "Kernel driver in use: vfio-pci\n\tKernel modules: nvidiafb"
     )
     from builder.preflight import parsers
-    from builder.preflight.host_gpus import merged_gpus
+    from builder.preflight.host_gpus import HostGpu, merged_gpus
 
-    state.pci = parsers.lspci_nvidia(text)
-    (g,) = [g for g in merged_gpus(state) if g.source == "lspci"]
+    def merged(pci: parsers.PciDevices) -> list[HostGpu]:
+        smi_q = state.smi_q.gpus if state.smi_q else ()
+        return merged_gpus(state.smi_gpus, smi_q, pci, state.nvidia_loaded)
+
+    (g,) = [g for g in merged(parsers.lspci_nvidia(text)) if g.source == "lspci"]
     assert "vfio-pci" in g.pci_note
-    state.pci = parsers.lspci_nvidia(text.replace("(rev a1)\n\tSubsystem", "(rev ff)\n\tSubsystem"))
-    (g,) = [g for g in merged_gpus(state) if g.source == "lspci"]
+    text = text.replace("(rev a1)\n\tSubsystem", "(rev ff)\n\tSubsystem")
+    (g,) = [g for g in merged(parsers.lspci_nvidia(text)) if g.source == "lspci"]
     assert "fallen off the bus" in g.pci_note
 
 
@@ -199,7 +208,7 @@ def test_the_text_report_carries_every_remediation_json_has(run_fixture: RunFixt
     from builder.preflight.report import as_json, render_fleet
 
     report, _ = run_fixture("el9-h100", "570.124.06")
-    text = render_fleet([report], "570.124.06", wide=True)
+    text = render_fleet([report], "570.124.06", verbose=True, wide=True)
     for c in as_json([report], "570.124.06")["hosts"][0]["checks"]:
         if c["remediation"]:
             assert c["remediation"] in text, c["id"]

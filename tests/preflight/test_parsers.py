@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from builder.facts.driver_version import DriverVersion
 from builder.preflight import parsers as p
 from tests.preflight.fakehost import FIXTURES, Fixture
 
@@ -39,14 +40,16 @@ def test_os_release(host: str, os_id: str, version: str, pretty: str) -> None:
 def test_nvidia_version_open_and_proprietary() -> None:
     open_ = p.nvidia_version(hostfile("el9-h200-fm-mismatch", "/proc/driver/nvidia/version"))
     prop = p.nvidia_version(hostfile("el9-h100", "/proc/driver/nvidia/version"))
-    assert open_ is not None and (open_.version, open_.flavour) == ("570.124.06", "open")
-    assert prop is not None and (prop.version, prop.flavour) == ("550.144.03", "proprietary")
+    assert open_ is not None and (str(open_.version), open_.flavour) == ("570.124.06", "open")
+    assert prop is not None and (str(prop.version), prop.flavour) == ("550.144.03", "proprietary")
     # the exact lines from public reports (nixGL#186; NVIDIA's kernel_open README), and arm
     line = ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  565.57.01  Release Build  "
             "(dvs-builder@U16-A24-9-2)  Thu Oct 10 12:15:00 UTC 2024")  # fmt: skip
-    assert p.nvidia_version(line) == p.KernelModule("565.57.01", "open", line)
+    assert p.nvidia_version(line) == p.KernelModule(DriverVersion("565.57.01"), "open", line)
     arm = p.nvidia_version("NVRM version: NVIDIA UNIX aarch64 Kernel Module  535.161.07  Sat Feb")
-    assert arm is not None and arm.flavour == "proprietary" and arm.version == "535.161.07"
+    assert arm is not None and arm.flavour == "proprietary" and str(arm.version) == "535.161.07"
+    # a version that is not one is no module line (the one driver-version parser decides)
+    assert p.nvidia_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module  5x0.1  Sat") is None
     assert p.nvidia_version("") is None
     assert p.module_license("Dual MIT/GPL\n") == "open"
     assert p.module_license("NVIDIA\n") == "proprietary"
@@ -57,7 +60,7 @@ def test_smi_csv() -> None:
     gpus = p.smi_gpus(rec("el9-h100", "smi"))
     assert len(gpus) == 8
     assert gpus[0].name == "NVIDIA H100 80GB HBM3" and gpus[0].compute_cap == (9, 0)
-    assert gpus[7].bus_id == "00000000:DB:00.0" and gpus[7].driver == "550.144.03"
+    assert gpus[7].bus_id == "00000000:DB:00.0" and str(gpus[7].driver) == "550.144.03"
     odd = p.smi_gpus("0, GPU-1, NVIDIA A, B, 12.0, 570.1, 00000000:01:00.0, Enabled\n")
     assert odd[0].name == "NVIDIA A, B" and odd[0].compute_cap == (12, 0)
     assert p.smi_gpus("No devices were found\n") == []
@@ -139,8 +142,8 @@ def test_versions_of_tools() -> None:
     assert p.ctk_version(rec("el9-geforce", "nvidia-ctk")) == "1.17.8"
     assert p.ctk_version("NVIDIA Container Toolkit CLI version 1.18.0-rc.2\n") == "1.18.0-rc.2"
     assert p.ctk_version("nvidia-ctk: command not found") is None
-    assert p.fm_version("\n\n\tFabric Manager version is : 535.161.08\n\n") == "535.161.08"
-    assert p.fm_version(rec("el9-h200-fm-mismatch", "fabricmanager")) == "570.86.15"
+    assert str(p.fm_version("\n\n\tFabric Manager version is : 535.161.08\n\n")) == "535.161.08"
+    assert str(p.fm_version(rec("el9-h200-fm-mismatch", "fabricmanager"))) == "570.86.15"
     assert p.podman_version("podman version 4.9.4-rhel\n") == "4.9.4"
     assert p.podman_version("Docker version 27") is None
     assert p.getenforce("Enforcing\n") == "Enforcing"
@@ -225,7 +228,7 @@ def test_cdi_spec_versions_paths_devices() -> None:
     text = hostfile("el9-h100", "/var/run/cdi/nvidia.yaml")
     spec = p.cdi_spec("/var/run/cdi/nvidia.yaml", text)
     assert isinstance(spec, p.CdiSpec)
-    assert spec.kind == "nvidia.com/gpu" and spec.driver_version == "550.144.03"
+    assert spec.kind == "nvidia.com/gpu" and str(spec.driver_version) == "550.144.03"
     assert "all" in spec.devices and "0" in spec.devices and len(spec.devices) == 17
     assert "/usr/lib64/libcuda.so.550.144.03" in spec.host_paths
     assert "/usr/bin/nvidia-cdi-hook" in spec.host_paths and "/dev/nvidia7" in spec.host_paths
@@ -233,7 +236,7 @@ def test_cdi_spec_versions_paths_devices() -> None:
     stale = p.cdi_spec(
         "/etc/cdi/nvidia.yaml", hostfile("el9-b200-stale-cdi", "/etc/cdi/nvidia.yaml")
     )
-    assert isinstance(stale, p.CdiSpec) and stale.driver_version == "570.86.15"
+    assert isinstance(stale, p.CdiSpec) and str(stale.driver_version) == "570.86.15"
     doc = {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": [{"name": "all"}]}
     as_json = p.cdi_spec("/etc/cdi/x.json", json.dumps(doc))
     assert isinstance(as_json, p.CdiSpec) and as_json.driver_version is None
@@ -259,14 +262,22 @@ def test_podman_images_and_inspect() -> None:
         ("NVIDIA GH200 480GB", (9, 0), "gh200"),  # not "h200" inside "gh200"
         ("NVIDIA H200 NVL", (9, 0), "h200"),
         ("NVIDIA GeForce RTX 4090", (8, 9), "rtx4090"),
-        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", (12, 0), "rtx-pro-6000"),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", (12, 0), "rtx-pro-6000-server"),
+        ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", (12, 0), "rtx-pro-6000"),
         ("NVIDIA B200", None, "b200"),  # from lspci: no compute capability to compare
         ("NVIDIA H100 PCIe", (8, 0), None),  # a name that disagrees with its CC is no match
-        ("NVIDIA A10", (8, 6), None),
+        ("NVIDIA A10", (8, 6), "a10"),
+        ("NVIDIA A10G", (8, 6), "a10"),  # not A100 (a whole word), A10 by its PCI product name
+        # NVML's real names (NVIDIA's product names per PCI id), which carry a form factor
+        ("NVIDIA A100-SXM4-80GB", (8, 0), "a100"),
+        ("NVIDIA A100 80GB PCIe", (8, 0), "a100"),
+        ("Tesla V100-SXM2-16GB", (7, 0), "v100"),
+        ("NVIDIA L40S", (8, 9), "l40s"),
+        ("NVIDIA L40", (8, 9), "l40"),
     ],
 )
 def test_catalogue_match(name: str, cc: tuple[int, int] | None, key: str | None) -> None:
-    from builder.preflight.host_gpus import catalogue_gpu
+    from builder.judgement.gpu_identity import by_name
 
-    found = catalogue_gpu(name, cc)
+    found = by_name(name, cc)
     assert (found.key if found else None) == key

@@ -67,3 +67,32 @@ def test_help_lists_the_registered_ids(capsys: pytest.CaptureFixture[str]) -> No
         build_parser().parse_args(["preflight", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "checks, in report order: " + ", ".join(checks.CHECK_IDS) in text
+
+
+def doc_reason_rows() -> dict[str, list[str]]:
+    """The docs' reason-code table (header `| code | severity | status | fix | source |`):
+    code -> its other cells."""
+    lines = DOCS.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| code | severity |"))
+    rows: dict[str, list[str]] = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        m = re.fullmatch(r"`([^`]+)`", cells[0])
+        assert m, f"a reason row without a code in backticks: {line[:60]}"
+        rows[m[1]] = [c.replace("\\|", "|") for c in cells[1:]]
+    return rows
+
+
+def test_the_docs_list_every_reason_code_with_its_fix_and_source() -> None:
+    from builder.judgement.reasons import REASONS
+
+    rows = doc_reason_rows()
+    assert list(rows) == list(REASONS)  # every code, in the list's order, none extra
+    for code, (severity, status, fix, source) in rows.items():
+        reason = REASONS[code]
+        assert severity == str(reason.severity), code
+        assert status == (reason.status or "-"), code
+        assert fix == reason.fix, code
+        assert source == str(reason.source), code

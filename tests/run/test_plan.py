@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import shlex
 import signal
 from pathlib import Path
@@ -179,18 +180,28 @@ def test_rdzv_default_port() -> None:
 
 
 def test_driver_check() -> None:
+    """run's pre-start check is the one image x host judgement (builder/judgement/image.py);
+    tests/preflight/test_one_verdict.py holds it to compat's and preflight's answers."""
+    day = dt.date(2025, 6, 1)  # R570 supported (its end of life is 2026-02-28)
     img = image()
-    ok = check_driver(IMAGE, img, host(driver="570.124.06"), gpus=True)
-    assert ok.ok and "satisfies" in ok.message
+    h100 = (VisibleGpu("9.0", "unknown", "NVIDIA H100 80GB HBM3"),) * 2
+    ok = check_driver(IMAGE, img, host(driver="570.124.06", gpus=h100), True, day)
+    assert ok.ok and "ok on driver 570.124.06" in ok.message
     old = check_driver(
-        IMAGE, img, host(driver="535.54.03", gpus=(VisibleGpu("8.9", "geforce"),)), True
+        IMAGE, img, host(driver="535.54.03", gpus=(VisibleGpu("8.9", "geforce"),)), True, day
     )
-    assert not old.ok and "does not satisfy" in old.message and "570.124.06" in old.message
+    assert not old.ok and "[require.unsatisfied]" in old.message and "804" in old.message
     # a Tesla-brand GPU on the 535 branch is admitted by the forward-compatibility window
     fwd = check_driver(
-        IMAGE, img, host(driver="535.54.03", gpus=(VisibleGpu("9.0", "tesla"),)), True
+        IMAGE, img, host(driver="535.54.03", gpus=(VisibleGpu("9.0", "tesla"),)), True, day
     )
-    assert fwd.ok and "forward-compatibility" in fwd.message
+    assert fwd.ok and "fwd-compat" in fwd.message
+    # an image compiled for sm_80 and sm_90 on a B200: no kernel image, whatever the label says
+    hopper = image(labels={"io.trainimg.cuda.arch-list": "sm_80 sm_90"})
+    b200 = (VisibleGpu("10.0", "unknown", "NVIDIA B200"),) * 2
+    no_sass = check_driver(IMAGE, hopper, host(gpus=b200, driver_flavour="open"), True, day)
+    assert not no_sass.ok and "[image.no-kernel-image]" in no_sass.message
+    assert "570.124.06" in no_sass.message and "570.124.6" not in no_sass.message
     none = check_driver(IMAGE, img, host(driver=None), gpus=True)
     assert not none.ok and "--gpus none" in none.message
     na = check_driver(IMAGE, img, host(driver=None), gpus=False)

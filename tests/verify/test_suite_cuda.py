@@ -21,7 +21,7 @@ CUDA_CHECKS = "arch_flags or fatbin_scan or nvidia_environment or cuda_version o
 
 @pytest.fixture
 def cuda_ctx(
-    torch_cu128: Path, cuda_stub_dir: Path, monkeypatch: pytest.MonkeyPatch
+    torch_cu128: Path, cuda_stub_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> dict[str, Any]:
     ws = open_workspace(REPO / "matrix.yaml", strict=False)
     cell = ws.expansion.find(CELL)
@@ -53,7 +53,17 @@ def cuda_ctx(
         "expect": expect,
         "train": {"steps": 2},
         "scan_roots": [str(torch_cu128 / "torch")],
+        # the EL9 cell ships cuda-compat (its label's brand windows say so): a stand-in for
+        # its libcuda, since this machine has no /usr/local/cuda-12.8/compat
+        "compat_libs": str(_compat_stand_in(tmp_path)) + "/libcuda.so.*",
     }
+
+
+def _compat_stand_in(tmp_path: Path) -> Path:
+    compat = tmp_path / "cuda-12.8" / "compat"
+    compat.mkdir(parents=True)
+    (compat / "libcuda.so.570.124.06").write_bytes(b"")
+    return compat
 
 
 def outcomes(ctx: dict[str, Any], only: str = CUDA_CHECKS) -> dict[str, tuple[str, str]]:
@@ -113,6 +123,14 @@ def test_wrong_nvidia_require_cuda(
     got = outcomes(cuda_ctx, "nvidia_environment")
     assert got["nvidia_environment"][0] == "failed"
     assert "differs from what CUDA 12.8.1 requires" in got["nvidia_environment"][1]
+
+
+def test_brand_windows_without_cuda_compat_fail(cuda_ctx: dict[str, Any]) -> None:
+    """The label may claim forward compatibility only where cuda-compat is in the image."""
+    cuda_ctx["compat_libs"] = "/nonexistent-h21/libcuda.so.*"
+    got = outcomes(cuda_ctx, "nvidia_environment")
+    assert got["nvidia_environment"][0] == "failed"
+    assert "ships no cuda-compat" in got["nvidia_environment"][1]
 
 
 def test_a_target_gpu_without_native_kernels_fails(cuda_ctx: dict[str, Any]) -> None:

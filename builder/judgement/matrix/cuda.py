@@ -10,6 +10,8 @@ from builder.facts import cuda as cuda_rules
 from builder.facts import sources, torch_builds
 from builder.facts.sources import MATRIX_YAML
 from builder.judgement.finding import Finding
+from builder.judgement.matrix.cell_image import cell_slice, cell_verdict
+from builder.judgement.reasons import OK_
 from builder.judgement.registry import check
 from builder.judgement.severity import BLOCK, OK
 from builder.matrix.model import Cell
@@ -34,7 +36,9 @@ def _cuda_release(cell: Cell, today: dt.date) -> Iterator[Finding]:
 
 @check("cuda.driver", "matrix")
 def _cuda_driver(cell: Cell, today: dt.date) -> Iterator[Finding]:
-    """the driver group's oldest driver runs the cell's CUDA"""
+    """the driver group's oldest driver runs the cell's CUDA natively on its target GPUs (the
+    image x host judgement: a caveat - minor-version or forward compatibility - blocks here,
+    since a matrix promises native support)"""
     if cell.cuda is None or cell.driver is None:
         return
     try:
@@ -42,23 +46,20 @@ def _cuda_driver(cell: Cell, today: dt.date) -> Iterator[Finding]:
     except cuda_rules.UnknownCudaRelease:
         return  # cuda.release says so
     drv = cell.driver
-    if drv.min_version >= rel.min_driver:
-        yield Finding(
-            "cuda.driver",
-            OK,
-            f"CUDA {rel.version} needs driver >= {rel.min_driver}; {drv.key} starts at "
-            f"{drv.min_version}",
-            sources=(rel.source,),
-            subject="driver",
-        )
-        return
-    why = (
-        f"CUDA {rel.version} needs driver >= {rel.min_driver}, but {drv.key} starts at "
-        f"{drv.min_version}"
+    verdict = cell_verdict(cell, today)
+    found = cell_slice(cell, today)
+    srcs = (rel.source, *dict.fromkeys(s for f in found for s in f.sources))
+    need = (
+        f"CUDA {rel.version} needs a driver of CUDA {cuda_rules.minor(rel.version)} "
+        f"(>= {rel.min_driver} for the release); {drv.key} starts at {drv.min_version}"
     )
-    floor = cuda_rules.MVC_FLOOR.get(rel.version.major)
+    caveats = [f for f in found if f.severity.rank > OK.rank]
+    if verdict.status == OK_ and not caveats:
+        yield Finding("cuda.driver", OK, need, sources=srcs, subject="driver")
+        return
     extra = ""
-    if floor is not None and drv.min_version >= floor:
+    floor = cuda_rules.MVC_FLOOR.get(rel.version.major)
+    if floor is not None and drv.min_version >= floor and drv.min_version < rel.min_driver:
         extra += (
             f"; minor-version compatibility (>= {floor}) would run it only with "
             f"{cuda_rules.MVC_LIMITS}"
@@ -66,13 +67,18 @@ def _cuda_driver(cell: Cell, today: dt.date) -> Iterator[Finding]:
     fwd = cuda_rules.FORWARD_COMPAT_BRANCHES.get(cuda_rules.minor(rel.version), ())
     if drv.branch in fwd:
         extra += "; forward compatibility (cuda-compat) works there on data center GPUs only"
-    yield Finding(
-        "cuda.driver",
-        BLOCK,
-        why + extra,
-        sources=(rel.source, cuda_rules.MVC_SOURCE, cuda_rules.FORWARD_COMPAT_SOURCE),
-        subject="driver",
-    )
+    by_code = {f.reason: f for f in reversed(caveats or found)}  # the first of each code
+    for f in sorted(by_code.values(), key=lambda f: -f.severity.rank):
+        yield Finding(
+            "cuda.driver",
+            BLOCK if verdict.status != OK_ or f.severity is BLOCK else f.severity,
+            f"{need}: {verdict.status}: {f.message}{extra}",
+            f.remediation,
+            srcs,
+            "driver",
+            f.reason,
+        )
+        extra = ""
 
 
 @check("cuda.repo", "matrix")

@@ -1,5 +1,6 @@
 """Rules about the cell's driver group: kernel modules that exist for its branch, and the
-branch's place in NVIDIA's lifecycle."""
+branch's place in NVIDIA's lifecycle (builder/judgement/driver_life.py: the same standing
+preflight gives the branch on the same day)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import datetime as dt
 from collections.abc import Iterator
 
 from builder.facts import drivers as driver_rules
-from builder.facts import sources
+from builder.judgement.driver_life import branch_life
 from builder.judgement.finding import Finding
+from builder.judgement.image import driver_gpu_findings
+from builder.judgement.image_facts import DriverState
 from builder.judgement.registry import check
-from builder.judgement.severity import BLOCK, OK, WARN
+from builder.judgement.severity import OK
 from builder.matrix.model import Cell
 
 
@@ -21,19 +24,11 @@ def _driver_module(cell: Cell, today: dt.date) -> Iterator[Finding]:
     if drv is None:
         return
     src = (driver_rules.MODULE_SOURCE,)
-    if (
-        drv.kernel_module == "proprietary"
-        and drv.branch >= driver_rules.PROPRIETARY_REMOVED_FROM_BRANCH
-    ):
-        yield Finding(
-            "driver.module",
-            BLOCK,
-            f"branch {drv.branch} has no proprietary kernel modules (removed from "
-            f"R{driver_rules.PROPRIETARY_REMOVED_FROM_BRANCH})",
-            sources=src,
-            subject="driver",
-        )
-    else:
+    found = driver_gpu_findings(DriverState(drv.min_version, drv.kernel_module), ())
+    for f in found:
+        yield Finding("driver.module", f.severity, f.message, f.remediation, src, "driver",
+                      f.reason)  # fmt: skip
+    if not found:
         yield Finding(
             "driver.module",
             OK,
@@ -45,33 +40,12 @@ def _driver_module(cell: Cell, today: dt.date) -> Iterator[Finding]:
 
 @check("driver.eol", "matrix")
 def _driver_eol(cell: Cell, today: dt.date) -> Iterator[Finding]:
-    """the driver branch has a published end of life that has not passed"""
+    """the driver branch is in NVIDIA's lifecycle and not past (or near) its end of life"""
     drv = cell.driver
     if drv is None:
         return
-    life = driver_rules.BRANCH_LIFECYCLE.get(drv.branch)
-    if life is None or life.eol is None:
-        yield Finding(
-            "driver.eol",
-            WARN,
-            f"no end-of-life date is published for R{drv.branch}: check NVIDIA's "
-            "driver lifecycle before relying on it",
-            sources=(sources.DATACENTER_DRIVER_LIFECYCLE,),
-            subject="driver",
-        )
-    elif life.eol < today:
-        yield Finding(
-            "driver.eol",
-            WARN,
-            f"R{drv.branch} ({life.kind}) reached end of life on {life.eol}",
-            sources=(life.source,),
-            subject="driver",
-        )
-    else:
-        yield Finding(
-            "driver.eol",
-            OK,
-            f"R{drv.branch} ({life.kind}) is supported until {life.eol}",
-            sources=(life.source,),
-            subject="driver",
-        )
+    life = branch_life(drv.branch, today)
+    yield Finding(
+        "driver.eol", life.severity, life.message, life.remediation, life.sources, "driver",
+        life.reason,
+    )  # fmt: skip

@@ -3,8 +3,10 @@ the cell's torch, native CUDA support, a driver branch and kernel modules that r
 tensor cores when the cell trains in FP8.
 
 The per-GPU rules read "gpu" (apply.PER_GPU): they run once per target GPU, so the findings of
-one GPU print together. A GPU without SASS in the wheel gets only its gpu.arch block: nothing
-else about it matters until torch has code for it.
+one GPU print together. gpu.arch, gpu.driver and gpu.open-modules report the image x host
+judgement's findings about the GPU (builder/judgement/matrix/cell_image.py), all of them, as
+preflight and `trainimg compat` do; gpu.cuda and gpu.fp8 say nothing about a GPU torch has no
+SASS for.
 """
 
 from __future__ import annotations
@@ -12,13 +14,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 
-from builder.facts import drivers as driver_rules
 from builder.facts import gpus as gpu_rules
 from builder.facts import torch_builds
 from builder.facts.gpus import Gpu
 from builder.facts.sources import MATRIX_YAML
 from builder.judgement.finding import Finding
 from builder.judgement.matrix.apply import PER_GPU
+from builder.judgement.matrix.cell_image import gpu_slice
 from builder.judgement.registry import check
 from builder.judgement.severity import BLOCK, OK, WARN
 from builder.labels import cell_arch_list
@@ -54,25 +56,25 @@ def _gpu_arch(cell: Cell, g: Gpu, today: dt.date) -> Iterator[Finding]:
     """the cell's torch has SASS that runs on the GPU"""
     if cell.accelerator == "cpu":
         return  # gpu.cpu-cell judges a CPU cell's GPUs
-    arches = cell_arch_list(cell)
     arch_src = torch_builds.ARCH_LIST_SOURCES.get(torch_builds.torch_minor(cell.torch))
     srcs = tuple(s for s in (arch_src, gpu_rules.SASS_COMPAT_SOURCE, g.source) if s)
-    sass = _sass(cell, g)
-    if sass is None:
+    found = gpu_slice(cell, g, "gpu.arch", today)
+    for f in found:
         yield Finding(
             "gpu.arch",
-            BLOCK,
-            f"{g.name} ({g.sm}) has no kernel image in torch {cell.torch}: compiled "
-            f"for {' '.join(arches) or 'nothing'} (cudaErrorNoKernelImageForDevice "
-            "209)",
-            sources=srcs,
-            subject="torch",
+            f.severity,
+            f"{g.name} ({g.sm}) has no kernel image in torch {cell.torch}: "
+            + f.message.split(": ", 1)[-1],
+            f.remediation,
+            srcs,
+            "torch",
+            f.reason,
         )
-    else:
+    if not found:
         yield Finding(
             "gpu.arch",
             OK,
-            f"{g.name} ({_cc(g)}) runs the {sass} SASS of torch {cell.torch}",
+            f"{g.name} ({_cc(g)}) runs the {_sass(cell, g)} SASS of torch {cell.torch}",
             sources=srcs,
             subject="torch",
         )
@@ -97,23 +99,20 @@ def _gpu_cuda(cell: Cell, g: Gpu, today: dt.date) -> Iterator[Finding]:
 
 @check("gpu.driver", "matrix", reads=(PER_GPU,))
 def _gpu_driver(cell: Cell, g: Gpu, today: dt.date) -> Iterator[Finding]:
-    """the driver branch supports the GPU"""
+    """the driver branch supports the GPU (its first and last branch)"""
     drv = cell.driver
-    if _sass(cell, g) is None or drv is None:
+    if cell.accelerator == "cpu" or drv is None:
         return
-    if drv.branch < g.min_branch:
-        yield Finding(
-            "gpu.driver",
-            BLOCK,
-            f"{g.name} needs driver branch R{g.min_branch} or newer; {drv.key} is R{drv.branch}",
-            sources=(g.source,),
-            subject="driver",
-        )
-    else:
+    found = gpu_slice(cell, g, "gpu.driver", today)
+    for f in found:
+        yield Finding("gpu.driver", f.severity, f.message, f.remediation, (g.source, *f.sources),
+                      "driver", f.reason)  # fmt: skip
+    if not found:
+        last = f" up to R{g.last_branch}" if g.last_branch else ""
         yield Finding(
             "gpu.driver",
             OK,
-            f"{g.name} is supported from R{g.min_branch}",
+            f"{g.name} is supported from R{g.min_branch}{last}",
             sources=(g.source,),
             subject="driver",
         )
@@ -123,26 +122,13 @@ def _gpu_driver(cell: Cell, g: Gpu, today: dt.date) -> Iterator[Finding]:
 def _gpu_open_modules(cell: Cell, g: Gpu, today: dt.date) -> Iterator[Finding]:
     """the driver's kernel modules (open or proprietary) run the GPU"""
     drv = cell.driver
-    if _sass(cell, g) is None or drv is None:
+    if cell.accelerator == "cpu" or drv is None:
         return
-    if g.needs_open_modules and drv.kernel_module != "open":
+    for f in gpu_slice(cell, g, "gpu.open-modules", today):
         yield Finding(
-            "gpu.open-modules",
-            BLOCK,
-            f"{g.name} needs the open kernel modules (proprietary ones are "
-            f"unsupported on Grace Hopper and Blackwell); {drv.key} is "
-            f"{drv.kernel_module}",
-            sources=(gpu_rules.OPEN_MODULES_SOURCE,),
-            subject="driver",
-        )
-    elif drv.kernel_module == "open" and g.cc < driver_rules.OPEN_MODULES_MIN_CC:
-        yield Finding(
-            "gpu.open-modules",
-            BLOCK,
-            f"the open kernel modules need Turing (7.5) or newer; {g.name} is {_cc(g)}",
-            sources=(gpu_rules.OPEN_MODULES_SOURCE,),
-            subject="driver",
-        )
+            "gpu.open-modules", f.severity, f.message, f.remediation,
+            (gpu_rules.OPEN_MODULES_SOURCE,), "driver", f.reason,
+        )  # fmt: skip
 
 
 @check("gpu.fp8", "matrix", reads=(PER_GPU,))

@@ -7,7 +7,6 @@ from collections import Counter
 from packaging.version import InvalidVersion, Version
 
 from builder.facts import host as host_rules
-from builder.facts.driver_version import DriverVersion
 from builder.preflight.host_gpus import HostGpu
 from builder.preflight.host_state import HostState
 from builder.preflight.model import UpgradePlan
@@ -49,12 +48,3 @@ def nvidia_dkms_entries(state: HostState) -> list[tuple[str, str, str | None, st
             if e.module in host_rules.DKMS_MODULE_NAMES:
                 out.append((e.module, e.version, e.kernel, e.state))
     return out
-
-
-def is_driver_version(text: str) -> bool:
-    """Is `text` an NVIDIA driver version (what DriverVersion accepts)?"""
-    try:
-        DriverVersion(text)
-    except ValueError:
-        return False
-    return True

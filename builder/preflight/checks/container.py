@@ -4,7 +4,6 @@ native CDI and SELinux."""
 from __future__ import annotations
 
 import datetime as dt
-from collections import Counter
 
 from builder.facts import host as host_rules
 from builder.judgement.finding import Finding
@@ -17,6 +16,7 @@ from builder.preflight.checks.common import (
 )
 from builder.preflight.host_state import HostState
 from builder.preflight.model import UpgradePlan
+from builder.preflight.parsers import CdiSpec
 
 
 @check("toolkit.version", "host", reads=("container",))
@@ -56,14 +56,51 @@ def container_toolkit(cid: str, state: HostState, plan: UpgradePlan, today: dt.d
     return Finding(cid, OK, f"nvidia-container-toolkit {ctk}", "", srcs)
 
 
+def _priority(path: str) -> int:
+    """A spec's CDI priority: its directory's place in CDI_SPEC_DIRS (later wins)."""
+    parent = path.rsplit("/", 1)[0]
+    dirs = host_rules.CDI_SPEC_DIRS
+    return dirs.index(parent) if parent in dirs else -1
+
+
+def _effective(specs: list[CdiSpec]) -> tuple[list[CdiSpec], list[CdiSpec], list[str]]:
+    """(the specs CDI resolves devices from, those shadowed by a higher-priority directory,
+    conflicts): the same device kind in /etc/cdi and /var/run/cdi resolves to /var/run/cdi's;
+    only the same device name twice at one priority is a conflict (the CDI cache's
+    resolveConflict)."""
+    by_kind: dict[str, list[CdiSpec]] = {}
+    for spec in specs:
+        by_kind.setdefault(spec.kind, []).append(spec)
+    effective, shadowed, conflicts = [], [], []
+    for kind, group in by_kind.items():
+        top = max(_priority(sp.path) for sp in group)
+        winners = [sp for sp in group if _priority(sp.path) == top]
+        effective += winners
+        shadowed += [sp for sp in group if _priority(sp.path) != top]
+        seen: dict[str, str] = {}
+        for sp in winners:
+            for dev in sp.devices:
+                if dev in seen and seen[dev] != sp.path:
+                    conflicts.append(
+                        f"{seen[dev]} and {sp.path} both declare {kind}={dev} at the same "
+                        "priority (podman refuses conflicting device names)"
+                    )
+                seen.setdefault(dev, sp.path)
+    return effective, shadowed, list(dict.fromkeys(conflicts))
+
+
 @check("cdi.spec", "host", reads=("cdi", "nouveau"))
 def cdi_spec_health(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
-    """Does the NVIDIA CDI spec match the driver, the GPUs and the files on disk?"""
+    """Does the NVIDIA CDI spec podman resolves match the driver, the GPUs and the files on
+    disk?"""
     srcs = (host_rules.CDI_SUPPORT_DOC, host_rules.CDI_STALE_SOURCE)
-    regen = "nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"
+    refresh = state.units.get(host_rules.CDI_REFRESH_UNIT, ("", ""))
+    refreshed = refresh[1] == "enabled"
     if state.cdi_errors and not state.cdi_specs:
+        regen = _regen(None, refreshed)
         return Finding(cid, BLOCK, "; ".join(state.cdi_errors), f"regenerate it: {regen}", srcs)
     if not state.cdi_specs:
+        regen = _regen(None, refreshed)
         if state.ctk_version is None and not state.gpus:
             return Finding(cid, SKIP, "no CDI spec and no container toolkit", "", srcs)
         return Finding(
@@ -74,28 +111,43 @@ def cdi_spec_health(cid: str, state: HostState, plan: UpgradePlan, today: dt.dat
             regen,
             srcs,
         )
-    problems, notes = [], []
-    kinds = Counter(s.kind for s in state.cdi_specs)
-    for spec in state.cdi_specs:
+    effective, shadowed, conflicts = _effective(state.cdi_specs)
+    problems: list[str] = list(conflicts)
+    warnings: list[str] = []
+    notes: list[str] = []
+    nxt = state.next_driver
+    for spec in effective:
         missing = state.cdi_missing.get(spec.path, [])
-        if missing:
-            problems.append(
-                f"{spec.path}: {len(missing)} of {len(spec.host_paths)} paths do not "
-                f"exist (e.g. {missing[0]})"
+        cleared = spec.path.startswith(host_rules.CDI_RUNTIME_DIR + "/") and state.reboot_pending
+        stale = spec.driver_version and nxt and str(spec.driver_version) != str(nxt)
+        if cleared and (stale or missing):
+            (notes if refreshed else warnings).append(
+                f"{spec.path} is for driver {spec.driver_version or '?'}: /var/run is cleared at "
+                "the pending reboot"
+                + (
+                    f", and {host_rules.CDI_REFRESH_UNIT} writes it anew for {nxt}"
+                    if refreshed
+                    else f"; nothing rewrites it ({host_rules.CDI_REFRESH_UNIT} is not enabled)"
+                )
             )
-        nxt = state.next_driver
-        if spec.driver_version and nxt and spec.driver_version != nxt:
-            problems.append(
-                f"{spec.path} was generated for driver {spec.driver_version}, the "
-                f"driver is {nxt}"
-                + (" after the pending reboot" if state.reboot_pending else "")
-                + " (stale)"
-            )
-        elif spec.driver_version and state.reboot_pending:
-            notes.append(
-                f"{spec.path} is generated for {spec.driver_version}: right for the driver "
-                "after the pending reboot (do not regenerate it under the mismatch)"
-            )
+        else:
+            if missing:
+                problems.append(
+                    f"{spec.path}: {len(missing)} of {len(spec.host_paths)} paths do not "
+                    f"exist (e.g. {missing[0]})"
+                )
+            if stale:
+                problems.append(
+                    f"{spec.path} was generated for driver {spec.driver_version}, the "
+                    f"driver is {nxt}"
+                    + (" after the pending reboot" if state.reboot_pending else "")
+                    + " (stale)"
+                )
+            elif spec.driver_version and state.reboot_pending:
+                notes.append(
+                    f"{spec.path} is generated for {spec.driver_version}: right for the driver "
+                    "after the pending reboot (do not regenerate it under the mismatch)"
+                )
         names = set(spec.devices)
         unlisted = [
             g
@@ -110,33 +162,46 @@ def cdi_spec_health(cid: str, state: HostState, plan: UpgradePlan, today: dt.dat
             f"{spec.path} (kind {spec.kind}, {len(spec.devices)} devices, "
             f"{len(spec.host_paths)} paths, driver {spec.driver_version or '?'})"
         )
-    dupes = [k for k, n in kinds.items() if n > 1]
-    if dupes:
-        problems.append(
-            f"{kinds[dupes[0]]} specs declare kind {dupes[0]} (podman refuses "
-            "conflicting device names)"
+    for spec in shadowed:
+        notes.append(
+            f"{spec.path} is shadowed by the same kind in a higher-priority directory "
+            "(CDI resolves it from there)"
         )
+    regen = _regen(effective[0] if effective else None, refreshed)
+    all_srcs = (*srcs, host_rules.CDI_PRIORITY_SOURCE) if shadowed or conflicts else srcs
     if problems:
-        return Finding(cid, BLOCK, "; ".join(problems), f"regenerate the spec: {regen}", srcs)
-    refresh = state.units.get(host_rules.CDI_REFRESH_UNIT, ("", ""))
+        return Finding(
+            cid, BLOCK, "; ".join(problems + notes), f"regenerate the spec: {regen}", all_srcs
+        )
+    if warnings:
+        return Finding(cid, WARN, "; ".join(warnings + notes), f"after the reboot: {regen}",
+                       all_srcs)  # fmt: skip
     if plan.target is not None:
-        if refresh[1] == "enabled":
+        if refreshed:
             return Finding(
                 cid,
                 OK,
                 "; ".join(notes) + f"; {host_rules.CDI_REFRESH_UNIT} rewrites "
-                "/var/run/cdi/nvidia.yaml after the upgrade",
+                f"{host_rules.CDI_RUNTIME_DIR}/nvidia.yaml after the upgrade",
                 "",
-                (*srcs, host_rules.CDI_REFRESH_SOURCE),
+                (*all_srcs, host_rules.CDI_REFRESH_SOURCE),
             )
         return Finding(
             cid,
             WARN,
             "; ".join(notes) + f"; it goes stale when {plan.target} replaces the driver",
             f"after the upgrade (before starting GPU containers): {regen}",
-            srcs,
+            all_srcs,
         )
-    return Finding(cid, OK, "; ".join(notes), "", srcs)
+    return Finding(cid, OK, "; ".join(notes), "", all_srcs)
+
+
+def _regen(spec: CdiSpec | None, refreshed: bool) -> str:
+    """How to rewrite the spec podman resolves, where it lives (never a second copy)."""
+    if refreshed and (spec is None or spec.path.startswith(host_rules.CDI_RUNTIME_DIR + "/")):
+        return "systemctl start nvidia-cdi-refresh.service"
+    path = spec.path if spec is not None else "/etc/cdi/nvidia.yaml"
+    return f"nvidia-ctk cdi generate --output={path}"
 
 
 @check("podman.version", "host", reads=("container",))

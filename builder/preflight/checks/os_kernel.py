@@ -157,6 +157,17 @@ def _covered(state: HostState, version: str, kernel: str) -> str | None:
     return None
 
 
+def _headers(state: HostState) -> str:
+    """The package DKMS needs for a kernel on this host's family."""
+    pkg = host_rules.KERNEL_HEADERS_PACKAGE.get(state.family or "", "")
+    return pkg.format(kernel="KERNEL") if pkg else "the kernel headers"
+
+
+def _dkms_used(state: HostState) -> bool:
+    """Does DKMS hold an NVIDIA module here (else the modules come precompiled)?"""
+    return bool(nvidia_dkms_entries(state))
+
+
 @check("dkms.nvidia", "host", reads=("packages", "dkms"))
 def dkms_modules(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
     """Is there an nvidia module (DKMS or precompiled) of the driver for every boot kernel?"""
@@ -165,8 +176,11 @@ def dkms_modules(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) 
     built = [
         v for _, v, k, st in nvidia_dkms_entries(state) if k == state.kernel and st == "installed"
     ]
+    nxt = state.next_driver
     version = (
-        str(plan.target) if plan.target else state.next_driver or (built[-1] if built else None)
+        str(plan.target)
+        if plan.target
+        else (str(nxt) if nxt else None) or (built[-1] if built else None)
     )
     if version is None:
         return Finding(
@@ -208,10 +222,24 @@ def dkms_modules(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) 
             notes.append(
                 f"{kernel} ({role}): DKMS builds {version} at install (kernel-devel present)"
             )
+        elif plan.target is not None and state.kmods and not _dkms_used(state):
+            notes.append(
+                f"{kernel} ({role}): precompiled modules: the upgrade installs the "
+                f"kmod-nvidia package of {version} for it (its availability for this kernel is "
+                "the repository's, not checked here)"
+            )
+        elif plan.target is not None and state.family != "el" and out is not None and out.ok:
+            headers = host_rules.KERNEL_HEADERS_PACKAGE.get(state.family or "", "")
+            notes.append(
+                f"{kernel} ({role}): DKMS builds {version} at install if "
+                f"{headers.format(kernel=kernel) or 'its kernel headers'} is installed (not "
+                "checked on this OS)"
+            )
         elif kernel in boot:
+            lacks = " and no kernel-devel to build one" if state.family == "el" else ""
             problems.append(
                 f"{kernel} ({role}) has no nvidia {version} module"
-                + ("" if kernel in devel else " and no kernel-devel to build one")
+                + ("" if kernel in devel else lacks)
             )
         else:
             notes.append(f"{kernel} ({role}): no nvidia {version} module (fallback kernel)")
@@ -225,9 +253,10 @@ def dkms_modules(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) 
             cid,
             BLOCK,
             "; ".join(problems) + (f" (other: {'; '.join(notes)})" if notes else ""),
-            "install kernel-devel for that kernel so DKMS builds the module (dkms "
-            "autoinstall -k KERNEL), or the precompiled kmod for it; "
-            "a reboot into it otherwise leaves the GPUs without a driver",
+            f"install {_headers(state)} for that kernel so DKMS builds the module (dkms "
+            "autoinstall -k KERNEL)"
+            + (", or the precompiled kmod for it" if state.family == "el" else "")
+            + "; a reboot into it otherwise leaves the GPUs without a driver",
             src,
         )
     if broken:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 from builder.facts import host as host_rules
+from builder.facts.driver_version import DriverVersion
 from builder.judgement.finding import Finding
 from builder.judgement.registry import check
 from builder.judgement.severity import BLOCK, OK, SKIP, WARN
@@ -172,10 +173,15 @@ def _nvswitch(state: HostState) -> bool:
 
 @check("fabricmanager", "host", reads=("services", "packages"))
 def fabricmanager(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
-    """On NVSwitch systems, is the fabric manager the driver's exact version, and running?"""
+    """On NVSwitch systems, are the fabric manager and libnvidia-nscq the driver's exact
+    version, and is the service running?"""
     srcs = (host_rules.FABRICMANAGER_SOURCE,)
     unit = host_rules.FABRICMANAGER_UNIT
-    rpm_fm = state.rpm.installed.get(host_rules.FABRICMANAGER_PACKAGE, ()) if state.rpm else ()
+    rpm_fm = [
+        v
+        for name in host_rules.FABRICMANAGER_PACKAGES
+        for v in (state.rpm.installed.get(name, ()) if state.rpm else ())
+    ]
     if not _nvswitch(state) and not state.fm_version and not rpm_fm:
         return Finding(
             cid,
@@ -185,13 +191,18 @@ def fabricmanager(cid: str, state: HostState, plan: UpgradePlan, today: dt.date)
             "",
             srcs,
         )
-    fm = state.fm_version or (rpm_fm[0].split("-")[0] if rpm_fm else None)
+    fm = state.fm_version or (DriverVersion.parse(rpm_fm[0].split("-")[0]) if rpm_fm else None)
     driver = state.next_driver
-    pkg = f"{host_rules.FABRICMANAGER_PACKAGE}-{plan.target or driver or '<driver>'}"
+    want = plan.target or driver
+    branch = want.major if want is not None else "<branch>"
+    pkgs = (
+        f"{host_rules.FABRICMANAGER_PACKAGE}-{want or '<driver>'} "
+        f"libnvidia-nscq-{branch}-{want or '<driver>'}"
+    )
     after = (
         (
             f"; upgrade it with the driver, in the same transaction, to exactly {plan.target} "
-            "(dnf module profile nvidia-driver:<stream>/fm)"
+            f"(dnf install {pkgs})"
         )
         if plan.target
         else ""
@@ -200,17 +211,32 @@ def fabricmanager(cid: str, state: HostState, plan: UpgradePlan, today: dt.date)
         return Finding(
             cid,
             BLOCK,
-            "NVSwitch system without nvidia-fabricmanager: CUDA cannot use the fabric",
-            f"dnf install {pkg} && systemctl enable --now {unit}",
+            "NVSwitch system without the fabric manager: CUDA cannot use the fabric",
+            f"dnf install {pkgs} && systemctl enable --now {unit}",
             srcs,
         )
-    if driver and fm != driver:
+    # In the plan's verdict the fabric manager is replaced with the driver (the fix says so):
+    # what is wrong with the one installed now is a warning there, not a block.
+    planned = BLOCK if plan.target is None else WARN
+    if driver and str(fm) != str(driver):
         return Finding(
             cid,
-            BLOCK,
+            planned,
             f"fabric manager {fm} != driver {driver}: it must be exactly the "
             "driver's version (it refuses to start otherwise)",
-            f"dnf install {pkg}, then systemctl restart {unit}{after}",
+            f"dnf install {pkgs}"
+            + (" with the driver, in the same transaction" if plan.target else "")
+            + f", then systemctl restart {unit}",
+            srcs,
+        )
+    nscq = _nscq_mismatch(state, driver)
+    if nscq:
+        return Finding(
+            cid,
+            planned,
+            f"{nscq} != driver {driver}: libnvidia-nscq must be the driver's version too",
+            f"dnf install {pkgs}"
+            + (" with the driver, in the same transaction" if plan.target else ""),
             srcs,
         )
     active, enabled = state.units.get(unit, ("unknown", "unknown"))
@@ -219,7 +245,7 @@ def fabricmanager(cid: str, state: HostState, plan: UpgradePlan, today: dt.date)
         pending = state.reboot_pending and enabled == "enabled"
         return Finding(
             cid,
-            WARN if pending else BLOCK,
+            WARN if pending else planned,
             f"fabric manager {fm} is installed but {unit} is {active}"
             + (
                 f"; it is enabled and matches {driver}, the driver after the pending reboot"
@@ -238,3 +264,14 @@ def fabricmanager(cid: str, state: HostState, plan: UpgradePlan, today: dt.date)
         after.removeprefix("; "),
         srcs,
     )
+
+
+def _nscq_mismatch(state: HostState, driver: DriverVersion | None) -> str:
+    """The installed libnvidia-nscq-<branch> package whose version is not the driver's."""
+    if driver is None:
+        return ""
+    for name, versions in sorted(state.nscq.items()):
+        for v in versions:
+            if v.split("-")[0] != str(driver):
+                return f"{name} {v.split('-')[0]}"
+    return ""

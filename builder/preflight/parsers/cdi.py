@@ -11,7 +11,9 @@ from typing import Any
 
 import yaml
 
+from builder.facts.driver_version import DriverVersion
 from builder.preflight.parsers.safe_yaml import safe_load_yaml
+from builder.preflight.shown import shown
 
 
 def ctk_version(text: str) -> str | None:
@@ -32,7 +34,7 @@ class CdiSpec:
     cdi_version: str
     devices: tuple[str, ...]
     host_paths: tuple[str, ...]
-    driver_version: str | None  # the driver the spec was generated for
+    driver_version: DriverVersion | None  # the driver the spec was generated for
 
 
 def cdi_spec(path: str, text: str) -> CdiSpec | str:
@@ -43,7 +45,7 @@ def cdi_spec(path: str, text: str) -> CdiSpec | str:
     try:
         doc = safe_load_yaml(text)
     except yaml.YAMLError as exc:
-        return f"{path} does not parse as YAML/JSON: {str(exc).splitlines()[0]}"
+        return f"{path} does not parse as YAML/JSON: {shown(str(exc).splitlines()[0], 200)}"
     if not isinstance(doc, dict) or "kind" not in doc:
         return f"{path} is not a CDI spec (no `kind`)"
     edits: list[dict[str, Any]] = []
@@ -77,7 +79,7 @@ def cdi_spec(path: str, text: str) -> CdiSpec | str:
             args = hook.get("args") or []
             if not isinstance(args, list):
                 return (
-                    f"{path}: hooks[{n}].args is {args!r}, not a list of strings "
+                    f"{path}: hooks[{n}].args is {shown(args)}, not a list of strings "
                     "(not a valid CDI spec: podman refuses it)"
                 )
             for arg in args:
@@ -85,7 +87,9 @@ def cdi_spec(path: str, text: str) -> CdiSpec | str:
                 if m:
                     hook_driver = m[1]
     versions = Counter(m[1] for p in paths if (m := _VERSIONED_LIB.search(p)))
-    driver = hook_driver or (versions.most_common(1)[0][0] if versions else None)
+    driver = DriverVersion.parse(
+        hook_driver or (versions.most_common(1)[0][0] if versions else None)
+    )
     unique = tuple(dict.fromkeys(p for p in paths if p.startswith("/")))
     return CdiSpec(
         path, str(doc["kind"]), str(doc.get("cdiVersion", "")), tuple(devices), unique, driver

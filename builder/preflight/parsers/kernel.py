@@ -8,28 +8,29 @@ import re
 from dataclasses import dataclass
 
 from builder.facts import host as host_rules
+from builder.facts.driver_version import DriverVersion
 
 # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  565.57.01  Release Build  (...)"
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.161.07  Sat Feb 17 22:55:48 UTC 2024"
 _NVRM = re.compile(
-    r"NVRM version:\s+NVIDIA UNIX (?P<desc>.*?Kernel Module(?: for [\w-]+)?)\s+"
-    r"(?P<version>[0-9]+(?:\.[0-9]+){1,3})\b"
+    r"NVRM version:\s+NVIDIA UNIX (?P<desc>.*?Kernel Module(?: for [\w-]+)?)\s+(?P<version>\S+)"
 )
 
 
 @dataclass(frozen=True)
 class KernelModule:
-    version: str
+    version: DriverVersion
     flavour: str  # open | proprietary
     line: str
 
 
 def nvidia_version(text: str) -> KernelModule | None:
     m = _NVRM.search(text)
-    if m is None:
+    version = DriverVersion.parse(m["version"]) if m else None
+    if m is None or version is None:
         return None
     flavour = "open" if host_rules.OPEN_MODULE_MARKER in m["desc"] else "proprietary"
-    return KernelModule(m["version"], flavour, text.splitlines()[0].strip())
+    return KernelModule(version, flavour, text.splitlines()[0].strip())
 
 
 def module_license(text: str) -> str | None:
@@ -90,6 +91,22 @@ def lspci_nvidia(text: str) -> PciDevices:
     return PciDevices(tuple(gpus), tuple(switches), tuple(drivers))
 
 
+_DEVICE_ID = re.compile(r"\[10de:([0-9a-fA-F]{4})\]")
+
+
+def pci_device_id(line: str) -> int | None:
+    """The NVIDIA device id of an `lspci -nn` line ("... [10de:2901] (rev a1)" -> 0x2901)."""
+    m = _DEVICE_ID.search(line)
+    return int(m[1], 16) if m else None
+
+
+def pci_name(line: str) -> str:
+    """The product pci.ids gives a device, with NVIDIA's prefix ("GB100 [B200] [10de:2901]" ->
+    "NVIDIA B200"); "" when lspci printed none ("Device [10de:2901]": an older pci.ids)."""
+    m = re.search(r"\[([^\]]+)\] \[10de:", line)
+    return f"NVIDIA {m[1]}" if m else ""
+
+
 def proc_modules(text: str) -> dict[str, tuple[int, tuple[str, ...]]]:
     """/proc/modules: "name size refcount deps state address" per line; deps is "-" or a
     comma-separated list ending in ","; -> name: (refcount, modules using it)."""
@@ -131,6 +148,16 @@ def nouveau_blacklist(files: dict[str, str], cmdline: str = "") -> Blacklist:
         if token == "nouveau.modeset=0":  # noqa: S105 (a kernel parameter, not a password)
             modeset0 = True
     return Blacklist(blacklisted, modeset0, tuple(dict.fromkeys(where)))
+
+
+_CMDLINE_KEYS = ("modprobe.blacklist", "rd.driver.blacklist", "nouveau.modeset")
+
+
+def cmdline_subset(cmdline: str) -> str:
+    """What nouveau_blacklist reads of /proc/cmdline, and nothing else (a command line can
+    carry secrets: iSCSI or root-device passwords)."""
+    words = [w for w in cmdline.split() if w.partition("=")[0] in _CMDLINE_KEYS]
+    return " ".join(words) + "\n"
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from builder.facts.driver_version import DriverVersion
+
 
 @dataclass(frozen=True)
 class SmiGpu:
@@ -13,7 +15,7 @@ class SmiGpu:
     uuid: str
     name: str
     compute_cap: tuple[int, int] | None
-    driver: str
+    driver: DriverVersion | None
     bus_id: str
     persistence: str
 
@@ -33,7 +35,8 @@ def smi_gpus(text: str) -> list[SmiGpu]:
             continue
         name = ", ".join(parts[2:-4])  # a name with a comma keeps it
         cc, driver, bus, persistence = parts[-4:]
-        gpus.append(SmiGpu(int(parts[0]), parts[1], name, _cc(cc), driver, bus, persistence))
+        version = DriverVersion.parse(driver)
+        gpus.append(SmiGpu(int(parts[0]), parts[1], name, _cc(cc), version, bus, persistence))
     return gpus
 
 

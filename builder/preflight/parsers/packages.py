@@ -131,3 +131,15 @@ def dnf_pins(versionlock: str, dnf_conf: str, prefixes: tuple[str, ...]) -> list
                 if word and word.lstrip("*").startswith(prefixes):
                     pins.append(f"dnf.conf exclude={word}")
     return pins
+
+
+def dnf_conf_subset(dnf_conf: str) -> str:
+    """What dnf_pins reads of dnf.conf - the section headers and the exclude lines - and
+    nothing else: a record never keeps proxy_password, tokens or repository credentials."""
+    kept = []
+    for raw in dnf_conf.splitlines():
+        line = raw.strip()
+        key = line.partition("=")[0].strip()
+        if line.startswith("[") or key in ("exclude", "excludepkgs"):
+            kept.append(line)
+    return "".join(f"{line}\n" for line in kept)

@@ -7,6 +7,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from builder.labels import PREFIX
+
 
 def podman_version(text: str) -> str | None:
     """`podman --version`: "podman version 5.2.2" (EL builds may add "-rhel")."""
@@ -61,3 +63,26 @@ def podman_inspect(text: str) -> list[LocalImage]:
             )
         )
     return out
+
+
+# What a GPU image's requirements are read from (nvidia-container-toolkit's GetRequirements).
+_KEPT_ENV = ("NVIDIA_", "CUDA_VERSION=")
+_KEPT_LABELS = f"{PREFIX}."
+
+
+def images_subset(text: str) -> str:
+    """What podman_images reads (ids and names), as JSON: nothing else of the host's images."""
+    return json.dumps([{"Id": i, "Names": list(n)} for i, n in podman_images(text)])
+
+
+def inspect_subset(text: str) -> str:
+    """What podman_inspect reads, and nothing else: the NVIDIA_*/CUDA_VERSION environment and
+    our labels (an image's environment can hold credentials a record must never carry)."""
+    out = []
+    for img in podman_inspect(text):
+        env = [f"{k}={v}" for k, v in img.env.items() if f"{k}=".startswith(_KEPT_ENV)]
+        labels = {k: v for k, v in img.labels.items() if k.startswith(_KEPT_LABELS)}
+        out.append(
+            {"Id": img.id, "RepoTags": list(img.names), "Config": {"Env": env, "Labels": labels}}
+        )
+    return json.dumps(out, indent=1)

@@ -7,6 +7,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from builder.facts.driver_version import DriverVersion
+
 
 @dataclass(frozen=True)
 class OsRelease:
@@ -39,10 +41,10 @@ def os_release(text: str) -> OsRelease | None:
     )
 
 
-def fm_version(text: str) -> str | None:
+def fm_version(text: str) -> DriverVersion | None:
     """`nv-fabricmanager --version`: "Fabric Manager version is : 535.161.08"."""
     m = re.search(r"Fabric Manager version is\s*:\s*(\S+)", text)
-    return m[1] if m else None
+    return DriverVersion.parse(m[1]) if m else None
 
 
 def getenforce(text: str) -> str | None:
@@ -90,3 +92,18 @@ def df_p(path: str, text: str) -> DiskFree | None:
     if len(parts) < 6 or not parts[3].isdigit():
         return None
     return DiskFree(path, parts[-1], int(parts[3]))
+
+
+def graphroot(storage_conf: str) -> str | None:
+    """containers-storage.conf(5) `graphroot = "/path"` of its [storage] table."""
+    section = ""
+    for raw in storage_conf.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line.startswith("["):
+            section = line.strip("[]").strip()
+            continue
+        key, sep, value = line.partition("=")
+        if sep and section == "storage" and key.strip() == "graphroot":
+            path = value.strip().strip('"').strip("'")
+            return path if path.startswith("/") else None
+    return None

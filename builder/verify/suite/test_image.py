@@ -26,7 +26,9 @@ import pytest
 
 from builder import arches as coverage
 from builder.errors import TrainimgError
+from builder.facts.cuda import COMPAT_LIB_GLOB
 from builder.judgement.registry import check
+from builder.judgement.severity import BLOCK
 from builder.labels import (
     ACCELERATOR_LABEL,
     ARCH_LIST_LABEL,
@@ -44,6 +46,7 @@ from builder.labels import (
     TRAINER_VERSION_LABEL,
 )
 from builder.nvidia_require.syntax import parse_require
+from builder.verify.host_compat import compat_claim_problem, verdict_here
 from builder.verify.scan import parse_output, reader_argv
 
 TRAIN_TIMEOUT = 900  # seconds per preset; coreutils `timeout` inside the container
@@ -456,8 +459,15 @@ def test_cpp_extension(host: Any, python: str, ctx: dict[str, Any], detail: Deta
     detail(f"built, imported and ran {result.stdout.strip().splitlines()[-1]}")
 
 
-@check("nvidia_environment", "verify", summary="NVIDIA_REQUIRE_CUDA and NVIDIA_DRIVER_CAPABILITIES")
-def test_nvidia_environment(facts: dict[str, Any], ctx: dict[str, Any], detail: Detail) -> None:
+@check(
+    "nvidia_environment",
+    "verify",
+    summary="NVIDIA_REQUIRE_CUDA (claims only what the image has) and NVIDIA_DRIVER_CAPABILITIES; "
+    "with a GPU, this host's driver runs the image",
+)
+def test_nvidia_environment(
+    host: Any, facts: dict[str, Any], ctx: dict[str, Any], detail: Detail
+) -> None:
     config_env = ctx["image"]["env"]
     inside = facts.get("env") or {}
     nvidia = ("NVIDIA_REQUIRE_CUDA", "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_VISIBLE_DEVICES")
@@ -493,6 +503,17 @@ def test_nvidia_environment(facts: dict[str, Any], ctx: dict[str, Any], detail: 
             f"NVIDIA_REQUIRE_CUDA starts with {first}, the cell's CUDA needs "
             f"cuda>={expect.get('torch_cuda')}"
         )
+    # where cuda-compat puts libcuda (a test may point at its own stand-in)
+    compat_libs = host.run(f"ls {ctx.get('compat_libs', COMPAT_LIB_GLOB)}").rc == 0
+    claim = compat_claim_problem(req, compat_libs)
+    if claim:
+        fail(claim)
+    here = verdict_here(ctx)
+    if here is not None and here.severity is BLOCK:
+        fail(
+            "this host's driver does not run the image: "
+            + "; ".join(f"[{f.reason}] {f.message}" for f in here.findings if f.severity is BLOCK)
+        )
     caps = set(config_env["NVIDIA_DRIVER_CAPABILITIES"].split(","))
     if not {"compute", "utility"} <= caps and "all" not in caps:
         fail(
@@ -500,8 +521,10 @@ def test_nvidia_environment(facts: dict[str, Any], ctx: dict[str, Any], detail: 
             "compute,utility (CUDA and nvidia-smi need both)"
         )
     detail(
-        f"{first} (+{len(req.split()) - 1} brand windows); capabilities "
+        f"{first} (+{len(req.split()) - 1} brand windows, cuda-compat "
+        f"{'in the image' if compat_libs else 'absent'}); capabilities "
         f"{config_env['NVIDIA_DRIVER_CAPABILITIES']}"
+        + (f"; on this host: {here.status} ({', '.join(here.codes)})" if here else "")
     )
 
 

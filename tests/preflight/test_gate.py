@@ -1,0 +1,187 @@
+"""Preflight as a fleet-upgrade gate (issue 21): recorded hosts judged right - no false pass
+(a host would lose its GPUs), no false block (an admin learns to ignore exit 1) - and a plan
+that repairs a host passes. The hosts are records under tests/preflight/fixtures, each with
+its origin and what was derived noted in its fixture.yaml."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from builder.cli import main
+from builder.judgement.severity import BLOCK, OK, WARN
+from builder.preflight import checks
+from builder.preflight.gather import gather
+from builder.preflight.hostio import ReadOnlyHost
+from builder.preflight.model import UpgradePlan
+from builder.preflight.parsers import cdi_spec
+from builder.preflight.report import HostReport, render_fleet
+from tests.preflight.conftest import REPO, TODAY, RunFixture, check
+from tests.preflight.fakehost import FIXTURES, FakeHost, Fixture
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
+    code = main(["preflight", "--matrix", str(REPO / "matrix.yaml"), "--today", str(TODAY),
+                 "--json", *args])  # fmt: skip
+    out, _ = capsys.readouterr()
+    return code, json.loads(out)
+
+
+def host_of(doc: dict[str, Any]) -> dict[str, Any]:
+    (host,) = doc["hosts"]
+    assert isinstance(host, dict)
+    return host
+
+
+def by_id(host: dict[str, Any], key: str = "checks") -> dict[str, dict[str, Any]]:
+    return {c["id"]: c for c in host[key]}
+
+
+def test_volta_with_an_open_or_too_new_target_blocks(capsys: pytest.CaptureFixture[str]) -> None:
+    """8x V100 on 535 -> 595 with open modules: Volta ends with R580 and never had the open
+    modules (it was only a lifecycle warning); R580 proprietary is the plan that works."""
+    rec = str(FIXTURES / "el9-v100-r535")
+    code, doc = cli(capsys, "--from", rec, "--no-images", "--target-driver", "595.71.05",
+                    "--target-module", "open")  # fmt: skip
+    checks_ = by_id(host_of(doc))
+    assert code == 1
+    assert checks_["driver.target"]["severity"] == "block"
+    assert checks_["driver.target"]["reason"] == "gpu.branch-dropped"
+    assert checks_["driver.module"]["reason"] == "gpu.open-unsupported"
+    code, doc = cli(capsys, "--from", rec, "--no-images", "--target-driver", "580.65.06",
+                    "--target-module", "open")  # fmt: skip
+    assert code == 1 and by_id(host_of(doc))["driver.module"]["severity"] == "block"
+    code, doc = cli(capsys, "--from", rec, "--no-images", "--target-driver", "580.65.06")
+    host = host_of(doc)
+    assert by_id(host)["driver.module"]["severity"] == "ok"  # proprietary, as now
+    assert by_id(host)["driver.target"]["severity"] == "ok" and code == 0
+
+
+def test_a_b200_lspci_cannot_name_is_judged_by_its_pci_id(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`NVIDIA Corporation Device [10de:2901]` is a B200: a proprietary plan blocks for the
+    module flavour; the open R580 plan repairs the host and passes the gate."""
+    rec = str(FIXTURES / "el9-b200-unnamed-pci")
+    code, doc = cli(capsys, "--from", rec, "--target-driver", "570.124.06", "--target-module",
+                    "proprietary")  # fmt: skip
+    host = host_of(doc)
+    assert code == 1 and by_id(host)["driver.module"]["reason"] == "gpu.needs-open-modules"
+    gpus = host["facts"]["gpu_list"]
+    assert {g["catalogue"] for g in gpus} == {"b200"}
+    assert {g["identified_by"] for g in gpus} == {"PCI id 10de:2901"}
+    code, doc = cli(capsys, "--from", rec, "--target-driver", "580.65.06", "--target-module",
+                    "open")  # fmt: skip
+    host = host_of(doc)
+    assert host["verdicts"] == {"now": "block", "plan": "warn"}
+    assert code == 3 and doc["exit_code"] == 3  # the plan repairs the host: the gate passes
+    assert by_id(host, "now_checks")["driver.module"]["severity"] == "block"
+    impact = by_id(host)["images.impact"]
+    assert impact["severity"] in ("ok", "warn")
+
+
+def test_a_healthy_debian_gpu_host_is_not_blocked(run_fixture: RunFixture) -> None:
+    report, fake = run_fixture("debian12-l40s-healthy")
+    assert report.verdict is WARN and fake.fixture.expect["exit"] == 3
+    dkms = check(report, "dkms.nvidia")
+    assert dkms.severity is OK and "nvidia-current/535.216.03 installed (DKMS)" in dkms.message
+    assert not any("kernel-devel" in c.remediation or "dnf " in c.remediation
+                   for c in report.checks)  # fmt: skip
+    planned, _ = run_fixture("debian12-l40s-healthy", "580.65.06")
+    dkms = check(planned, "dkms.nvidia")
+    assert dkms.severity is OK and "linux-headers-6.1.0-28-amd64" in dkms.message
+
+
+def test_a_cdi_spec_shadowed_by_directory_priority_is_not_blocked(run_fixture: RunFixture) -> None:
+    report, _ = run_fixture("el9-h100-cdi-shadowed")
+    cdi = check(report, "cdi.spec")
+    assert cdi.severity is OK and "/etc/cdi/nvidia.yaml is shadowed" in cdi.message
+    # the shadowed copy may even be stale: CDI never reads it while /var/run/cdi holds the kind
+    state = gather(ReadOnlyHost(FakeHost(Fixture.load_fixture("el9-h100-cdi-shadowed")), "h"))
+    stale = [replace(s, driver_version=None) if s.path.startswith("/var") else s
+             for s in state.cdi_specs]  # fmt: skip
+    old = cdi_spec("/etc/cdi/nvidia.yaml", state.outputs["cat /etc/cdi/nvidia.yaml"].stdout
+                   .replace("550.144.03", "535.216.03"))  # fmt: skip
+    assert not isinstance(old, str)
+    state.cdi_specs = [old, *(s for s in stale if s.path.startswith("/var"))]
+    got = checks.run_one(next(r for r in checks.HOST_CHECKS if r.id == "cdi.spec"), state,
+                         UpgradePlan(), TODAY)  # fmt: skip
+    assert got.severity is OK, got.message
+    # two specs of one kind in one directory declaring the same device do conflict
+    state.cdi_specs = [replace(old, path="/etc/cdi/a.yaml"), replace(old, path="/etc/cdi/b.yaml")]
+    got = checks.run_one(next(r for r in checks.HOST_CHECKS if r.id == "cdi.spec"), state,
+                         UpgradePlan(), TODAY)  # fmt: skip
+    assert got.severity is BLOCK and "at the same priority" in got.message
+
+
+def test_a_stale_runtime_spec_on_a_reboot_pending_host_is_rewritten_at_boot(
+    run_fixture: RunFixture,
+) -> None:
+    """/var/run/cdi is cleared at boot and nvidia-cdi-refresh writes it anew: a spec there for
+    the old driver is no block on a host waiting for its reboot."""
+    state = gather(ReadOnlyHost(FakeHost(Fixture.load_fixture("el9-h100-reboot-pending")), "h"))
+    spec = state.cdi_specs[0]
+    moved = replace(spec, path="/var/run/cdi/nvidia.yaml", driver_version=state.loaded_driver)
+    state.cdi_specs = [moved]
+    state.cdi_missing = {moved.path: list(moved.host_paths[:1])}
+    state.units["nvidia-cdi-refresh.path"] = ("active", "enabled")
+    got = checks.run_one(next(r for r in checks.HOST_CHECKS if r.id == "cdi.spec"), state,
+                         UpgradePlan(), TODAY)  # fmt: skip
+    assert got.severity is OK and "cleared at the pending reboot" in got.message
+    state.units["nvidia-cdi-refresh.path"] = ("inactive", "disabled")
+    got = checks.run_one(next(r for r in checks.HOST_CHECKS if r.id == "cdi.spec"), state,
+                         UpgradePlan(), TODAY)  # fmt: skip
+    assert got.severity is WARN and "nothing rewrites it" in got.message
+    assert "systemctl" not in got.remediation and "--output=/var/run/cdi/nvidia.yaml" in (
+        got.remediation
+    )
+
+
+def test_secure_boot_on_precompiled_kmods_does_not_block_every_target(
+    run_fixture: RunFixture,
+) -> None:
+    report, _ = run_fixture("el9-h100-secureboot-kmods", "580.65.06")
+    dkms = check(report, "dkms.nvidia")
+    assert dkms.severity is OK and "the upgrade installs the kmod-nvidia package" in dkms.message
+    assert check(report, "secureboot.mok").severity is WARN
+    assert report.verdict is WARN
+
+
+def test_reboot_pending_and_another_target_blocks(run_fixture: RunFixture) -> None:
+    same, _ = run_fixture("el9-h100-reboot-pending", "570.124.06")
+    assert check(same, "driver.version").severity is WARN
+    other, _ = run_fixture("el9-h100-reboot-pending", "580.65.06")
+    ver = check(other, "driver.version")
+    assert ver.severity is BLOCK and "reboot into 570.124.06 first" in ver.remediation
+
+
+def test_r620_runs_cu128_images_and_does_not_degrade_them(run_fixture: RunFixture) -> None:
+    report, _ = run_fixture("el9-h100", "620.10.01")
+    rows = [r for r in report.rows if r.image.cuda]
+    assert rows and all(r.after is not None and r.after.status == "ok" for r in rows)
+    assert {r.change for r in rows} == {"improves"}
+    assert check(report, "driver.target").severity is OK  # LTSB to 2029, open modules
+
+
+def test_the_fleet_report_is_a_line_per_host_a_fix_and_counts_per_reason(
+    run_fixture: RunFixture,
+) -> None:
+    reports: list[HostReport] = [run_fixture(n, "580.65.06")[0]
+                                 for n in ("el9-h100", "el9-geforce", "el9-v100-r535")]  # fmt: skip
+    healthy = replace(reports[0], checks=[c for c in reports[0].checks if c.severity.rank <= 1])
+    text = render_fleet([healthy, *reports], "580.65.06")
+    lines = text.splitlines()
+    assert lines[0].startswith(healthy.host) and "nothing to fix" in lines[0]
+    assert not lines[1].startswith(" ")  # a healthy host is one line
+    assert "hosts per reason: " in text and "gpu.branch-dropped" not in lines[0]
+    for r in reports:  # every fix is printed whole: no word is cut
+        top = r.top
+        if top is not None and top.remediation:
+            assert " ".join(top.remediation.split()) in " ".join(text.split())
+    assert not any(line.rstrip().endswith("...") and "fix:" in line for line in lines)
+    assert lines[-1].endswith("target 580.65.06 (the plan's verdict decides)")
+    verbose = render_fleet(reports, "580.65.06", verbose=True)
+    assert verbose.count("== ") == 3 and "IMAGE" in verbose
