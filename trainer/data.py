@@ -231,6 +231,8 @@ class Batches:
         t = torch.from_numpy(seqs)
         if self.device.type == "cuda":
             t = t.pin_memory().to(self.device, non_blocking=True)
+        elif self.device.type != "cpu":
+            t = t.to(self.device)
         return t[:, :-1], t[:, 1:]
 
     def train(self, step: int, micro: int) -> tuple[torch.Tensor, torch.Tensor]:
