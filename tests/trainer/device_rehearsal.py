@@ -336,8 +336,8 @@ def _train(argv: list[str]) -> int:
         def resolve(name: str, local_rank: int) -> torch.device:
             return dev if name == dev.type else real_resolve(name, local_rank)
 
-        def check(plan: Plan, target: torch.device) -> str:
-            return "rehearsal device" if target == dev else real_check(plan, target)
+        def check(plan: Plan, device: torch.device) -> str:
+            return "rehearsal device" if device == dev else real_check(plan, device)
 
         distributed.resolve_device = resolve
         machine.check_device = check
