@@ -48,6 +48,7 @@ class Loop:
         self.skipped_steps = 0
         self.warned_lost = False
         self.last_unchanged: float | None = None
+        self.warmed_up = False
         self.profiler: torch.profiler.profile | None = None
         if run.resume is not None:
             state = run.resume.state
@@ -70,10 +71,11 @@ class Loop:
         return rec
 
     def _train_record(
-        self, step: int, loss: float, grad_norm: float, lr: float, times: list[float]
+        self, step: int, loss: float, grad_norm: float, lr: float, times: list[tuple[float, bool]]
     ) -> dict[str, Any]:
         run = self.run
-        step_time = sum(times) / len(times)
+        counted = [t for t, timed in times if timed] or [t for t, _ in times]
+        step_time = sum(counted) / len(counted)
         tps = self.tokens_per_step / step_time if step_time > 0 else 0.0
         mem, mem_kind = peak_memory_gb(run.dist.device)
         rec = self._base("train", step) | {
@@ -102,10 +104,7 @@ class Loop:
         monitor = self.run.fp8_monitor
         if monitor is None:
             return {}
-        table = monitor.table()
-        table = torch.nan_to_num(table, nan=-1.0)
-        all_reduce(table, op="max")
-        table[table < 0] = float("nan")
+        table = all_reduce(monitor.table(self.run.dist.device), op="max")
         fields, warnings = monitor.summarize(table.cpu())
         for w in warnings:
             self.sink.warn(w)
@@ -168,13 +167,16 @@ class Loop:
         t = cfg.train
         last = t.stop_at or t.steps
         interval = cfg.precision.checkpoint_interval
-        times: list[float] = []
+        times: list[tuple[float, bool]] = []  # this log interval's (seconds, timed) per step
         tick = time.perf_counter()
         for step in range(self.start_step + 1, last + 1):
             lr = lr_at(
                 step, peak=run.lr, steps=t.steps, warmup=run.warmup, min_ratio=t.min_lr_ratio
             )
             log_now = step % cfg.log_interval == 0 or step == last
+            # compiled runs measure FP8 statistics eagerly on log steps (train_step.backward):
+            # throughput counts the other steps, the same ones for every preset of an A/B
+            timed = not (log_now and run.compiled)
             try:
                 loss_t, norm_t = train_step.backward(run, self.params, step, lr, arm=log_now)
             except torch.OutOfMemoryError as exc:
@@ -184,9 +186,9 @@ class Loop:
             if train_step.optimizer_step(run, self.params, step, loss, grad_norm, measure=log_now):
                 self.skipped_steps += 1
             now = time.perf_counter()
-            times.append(now - tick)
+            times.append((now - tick, timed))
             tick = now
-            self._account(step, loss, times[-1])
+            self._account(step, loss, times[-1][0], timed)
             self.grad_norms.add(grad_norm)
             spike = self.spikes.observe(step, loss)
             if spike is not None:
@@ -210,13 +212,18 @@ class Loop:
                 self.profiler.step()
             tick = time.perf_counter()  # checkpoint and eval time is not step time
 
-    def _account(self, step: int, loss: float, seconds: float) -> None:
+    def _account(self, step: int, loss: float, seconds: float, timed: bool) -> None:
         o = self.outcome
         if o.first_loss is None:
             o.first_loss = loss
-        else:  # the invocation's first step warms up (allocator, compile)
+        if not timed:
+            o.untimed_steps += 1
+            o.untimed_seconds += seconds
+        elif self.warmed_up:
             o.steady_steps += 1
             o.steady_seconds += seconds
+        else:  # the invocation's first timed step warms up (allocator, compile)
+            self.warmed_up = True
         o.step, o.final_loss = step, loss
         o.tokens += self.tokens_per_step * self.run.dist.world
         if self.keep_curve:
