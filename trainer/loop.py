@@ -10,6 +10,7 @@ keeps the order of things per step and the records it logs.
 from __future__ import annotations
 
 import time
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import torch
@@ -17,7 +18,7 @@ import torch
 from trainer import checkpoint, health, profiling, train_state, train_step
 from trainer.assemble import Run
 from trainer.distributed import all_reduce
-from trainer.errors import Interrupted, NumericalStop
+from trainer.errors import Interrupted, NumericalStop, TrainerError
 from trainer.metrics import Sink, Window, peak_memory_gb, train_line
 from trainer.mfu import mfu
 from trainer.outcome import Outcome
@@ -49,6 +50,7 @@ class Loop:
         self.warned_lost = False
         self.last_unchanged: float | None = None
         self.warmed_up = False
+        self.step_in_flight = self.start_step  # the step a stop happened in
         self.profiler: torch.profiler.profile | None = None
         if run.resume is not None:
             state = run.resume.state
@@ -162,7 +164,8 @@ class Loop:
             self.warned_lost = True
         return frac
 
-    def _train(self) -> None:
+    def _steps(self) -> Iterator[int]:
+        """The steps, yielded as each is done (log, eval and checkpoint included)."""
         run, cfg = self.run, self.run.cfg
         t = cfg.train
         last = t.stop_at or t.steps
@@ -170,6 +173,7 @@ class Loop:
         times: list[tuple[float, bool]] = []  # this log interval's (seconds, timed) per step
         tick = time.perf_counter()
         for step in range(self.start_step + 1, last + 1):
+            self.step_in_flight = step
             lr = lr_at(
                 step, peak=run.lr, steps=t.steps, warmup=run.warmup, min_ratio=t.min_lr_ratio
             )
@@ -210,7 +214,8 @@ class Loop:
                 raise self._interrupted(step)
             if self.profiler is not None:
                 self.profiler.step()
-            tick = time.perf_counter()  # checkpoint and eval time is not step time
+            yield step
+            tick = time.perf_counter()  # checkpoint, eval and --compare's other side: not step time
 
     def _account(self, step: int, loss: float, seconds: float, timed: bool) -> None:
         o = self.outcome
@@ -244,10 +249,22 @@ class Loop:
 
     def train(self) -> Outcome:
         """Run to train.steps (or stop_at); the summary record is written whatever happens."""
-        started = time.perf_counter()
+        for _ in self.stepping():
+            pass
+        return self.outcome
+
+    def stepping(self) -> Generator[int]:
+        """The run one optimizer step at a time: `train` runs it through, --compare interleaves
+        two (trainer/compare_run.py). `wall_s` counts only the time spent in this run, and the
+        summary record is written whatever ends it."""
         self.profiler = profiling.start(self.run, self.sink)
+        resumed: float | None = time.perf_counter()
         try:
-            self._train()
+            for step in self._steps():
+                self.outcome.wall_s += time.perf_counter() - (resumed or 0.0)
+                resumed = None
+                yield step
+                resumed = time.perf_counter()
             t = self.run.cfg.train
             self.outcome.status = "stopped_at" if t.stop_at and t.stop_at < t.steps else "completed"
         except NumericalStop as exc:
@@ -256,14 +273,17 @@ class Loop:
         except Interrupted as exc:
             self.outcome.status, self.outcome.message = "interrupted", str(exc)
             raise
+        except TrainerError as exc:  # out of memory, a full disk: still a summary
+            self.outcome.status, self.outcome.message = "error", str(exc)
+            raise
         finally:
             if self.profiler is not None:
                 self.profiler.stop()
                 self.profiler = None
-            self.outcome.wall_s = time.perf_counter() - started
+            if resumed is not None:
+                self.outcome.wall_s += time.perf_counter() - resumed
             if self.outcome.status != "running":
                 self.sink.record(self.summary())
-        return self.outcome
 
     def summary(self) -> dict[str, Any]:
         o, run = self.outcome, self.run

@@ -75,11 +75,19 @@ def check_compiler() -> None:
     )
 
 
-def check_memory(need: memory.Estimate, d: Dist, recompute: str) -> None:
+def check_memory(need: memory.Estimate, d: Dist, recompute: str, reserved: float = 0.0) -> None:
+    """`reserved`: bytes another model in this process will still take (--compare's first
+    side: its optimizer state and activations appear at its first step)."""
     have, where = memory.available(d.device)
-    if have is not None and need.total > have:
+    if have is not None and need.total + reserved > have:
+        besides = (
+            f" besides {reserved / (1 << 30):.1f} GiB for the other side of --compare (both "
+            "models live at once)"
+            if reserved
+            else ""
+        )
         raise BadInput(
-            f"this configuration needs about {need.describe()}, more than the "
+            f"this configuration needs about {need.describe()}{besides}, more than the "
             f"{have / (1 << 30):.1f} GiB {where}: "
             f"{memory.advice(d.mode, recompute)}. (train.memory_check false skips "
             "this check)"

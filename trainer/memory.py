@@ -49,6 +49,11 @@ class Estimate:
     activations: float
 
     @property
+    def pending(self) -> float:
+        """What is not allocated yet when the model is built: all but the weights."""
+        return self.total - self.weights
+
+    @property
     def total(self) -> float:
         # activations are freed as gradients appear and before the optimizer's temporaries
         resident = self.weights + self.grads + self.optimizer + self.compute_copies
