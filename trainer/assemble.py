@@ -21,6 +21,7 @@ from trainer.distributed import Dist, wrap
 from trainer.errors import BadInput
 from trainer.fp8 import rules, torchao_backend
 from trainer.fp8.layers import LayerChoice
+from trainer.fp8.share import Fp8Share, fp8_share
 from trainer.fp8.stats import Fp8Monitor
 from trainer.mfu import peak_for, peak_tflops
 from trainer.model import SIZES, Arch, Transformer, flops_per_token, resolve_arch
@@ -60,6 +61,7 @@ class Run:
     mem_estimate: memory.Estimate
     compiled: bool
     fp8_all_gather: bool  # FSDP2 float8 all-gather: precompute the scales after each step
+    fp8_share: Fp8Share | None  # the FP8 share of the step's FLOPs and the speed-up it allows
     notes: list[str]  # warnings for the start of the run (resume fallbacks and overrides)
 
 
@@ -188,6 +190,12 @@ def assemble(cfg: RunConfig, d: Dist, reserved: float = 0.0) -> Run:
     if fp8_names and plan.fp8_forward is not None:
         monitor = Fp8Monitor(core, fp8_names, plan.fp8_forward, plan.fp8_backward)
     peak = peak_for(device_name) if d.device.type == "cuda" else None
+    step_flops = flops_per_token(arch, seq_len)
+    share = (
+        fp8_share(fp8_layers, plan, step_flops, peak.fp8 / peak.bf16 if peak and peak.fp8 else None)
+        if plan.uses_fp8
+        else None
+    )
     return Run(
         cfg=cfg,
         plan=plan,
@@ -227,10 +235,11 @@ def assemble(cfg: RunConfig, d: Dist, reserved: float = 0.0) -> Run:
             else None
         ),
         peak_tflops_fp8=peak.fp8 if peak and plan.uses_fp8 else None,
-        flops_per_token=flops_per_token(arch, seq_len),
+        flops_per_token=step_flops,
         fault=injected,
         mem_estimate=need,
         compiled=use_compile,
         fp8_all_gather=bool(all_gather) and any(c.fp8 for c in fp8_layers),
+        fp8_share=share,
         notes=notes,
     )

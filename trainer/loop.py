@@ -309,6 +309,8 @@ class Loop:
             "preset": run.cfg.preset,
             "precision": {k: getattr(run.plan.config, k) for k in LAYERING_KEYS},
             "fp8_layers": sum(1 for c in run.fp8_layers if c.fp8),
+            "fp8_flops_share": run.fp8_share.share if run.fp8_share else None,
+            "fp8_speed_ceiling": run.fp8_share.ceiling if run.fp8_share else None,
             "device": run.device_name,
             "world_size": run.dist.world,
         }

@@ -38,6 +38,7 @@ def _patterns(entry: str, n_layers: int) -> list[str]:
 
 
 SizeFilter = Callable[[nn.Module, str], bool]
+SIZE_FILTERED = "small (size filter)"  # the reason of a layer the size filter kept
 
 
 def plan_layers(
@@ -79,7 +80,7 @@ def plan_layers(
             )
         elif size_filter is not None and not size_filter(module, name):
             choice = LayerChoice(
-                name, module.in_features, module.out_features, False, "small (size filter)"
+                name, module.in_features, module.out_features, False, SIZE_FILTERED
             )
         else:
             choice = LayerChoice(name, module.in_features, module.out_features, True, "fp8")
