@@ -378,17 +378,10 @@ def build(
 
 
 def with_preset(cfg: RunConfig, name: str) -> RunConfig:
-    """`cfg` with the six layering keys of preset `name` (for --compare)."""
+    """`cfg` with the precision keys of preset `name` (the six layering keys, and the FP8
+    recipe for mxfp8), for --compare."""
     if name not in PRESETS:
         raise BadInput(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
-    p = PRESETS[name]
-    precision = dataclasses.replace(
-        cfg.precision,
-        master_weights=p["master_weights"],
-        optimizer_state=p["optimizer_state"],
-        forward_matmul=p["forward_matmul"],
-        backward_matmul=p["backward_matmul"],
-        activation=p["activation"],
-        grad_sync=p["grad_sync"],
-    )
+    keys: dict[str, Any] = dict(PRESETS[name])
+    precision = dataclasses.replace(cfg.precision, **keys)
     return dataclasses.replace(cfg, preset=name, precision=precision)

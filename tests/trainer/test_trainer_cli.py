@@ -59,7 +59,9 @@ def test_help_and_info_in_a_real_process() -> None:
     data = json.loads(info.stdout)
     assert set(data) >= INFO_KEYS
     assert data["trainer_version"] == trainer.__version__
-    assert set(data["fp8"]) == {"torchao", "transformer_engine", "scaled_mm_cpu"}
+    assert set(data["fp8"]) == {"torchao", "transformer_engine", "scaled_mm_cpu", "mxfp8"}
+    assert data["fp8"]["mxfp8"]["module"] is True  # torchao 0.18 has MXFP8 training
+    assert "mxfp8" in data["presets"]
     assert data["fp8"]["scaled_mm_cpu"] is True and data["fp8"]["torchao"]
     if not data["cuda_available"]:
         assert data["devices"] == []

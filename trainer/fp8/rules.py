@@ -46,7 +46,11 @@ def scaled_mm_problems(
 MX_BLOCK: Final = 32
 """MXFP8 (OCP Microscaling Formats v1.0): one e8m0 scale per 32 consecutive elements along
 the contracted dim, so every dim a GEMM contracts must be a multiple of 32."""
-MX_MIN_CC: Final = (10, 0)
+MX_CCS: Final = ((10, 0), (10, 3))
+"""Where torchao's MXFP8 training kernels run: its CUDA extension carries sm_100 SASS (B200,
+GB200; the B300's sm_103 runs it), its Triton casts target the same (torchao
+prototype/mx_formats, `is_sm_at_least_100`). sm_110 and sm_12x have block-scaled GEMMs but not
+these kernels."""
 
 
 def linear_problems(in_features: int, out_features: int, recipe: str = "tensorwise") -> list[str]:
@@ -85,10 +89,10 @@ def device_problem(name: str, cc: tuple[int, int], recipe: str) -> str | None:
             f"Blackwell); {name} has compute capability {cc[0]}.{cc[1]} ({sm}). "
             "Use --preset bf16 on this GPU."
         )
-    if recipe == "mxfp8" and cc < MX_MIN_CC:
+    if recipe == "mxfp8" and cc not in MX_CCS:
         return (
-            f"fp8_recipe mxfp8 needs block-scaled FP8 GEMMs, which NVIDIA GPUs have from "
-            f"Blackwell (sm_100) on; {name} is {sm} (compute capability {cc[0]}.{cc[1]}). "
+            f"fp8_recipe mxfp8 runs torchao's MXFP8 kernels, which exist for sm_100 and sm_103 "
+            f"(B200, GB200, B300) only; {name} is {sm} (compute capability {cc[0]}.{cc[1]}). "
             "Use fp8_recipe tensorwise or rowwise on this GPU."
         )
     if recipe.startswith("rowwise") and not rowwise_supported(cc):

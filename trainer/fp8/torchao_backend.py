@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from trainer.errors import BadInput
+from trainer.fp8 import mxfp8
 from trainer.precision import Plan
 
 _NOISY_LOGGERS = ("torchao", "torch.utils._pytree")
@@ -144,19 +145,36 @@ def compute_weights(modules: list[nn.Module], dtype: torch.dtype) -> Iterator[No
             module._parameters["weight"] = master
 
 
+def _has_cuda_kernel(op: str) -> bool:
+    """Whether the dispatcher has a CUDA kernel for `op` (torchao's extensions register theirs
+    when they load)."""
+    try:
+        return bool(torch._C._dispatch_has_kernel_for_dispatch_key(op, "CUDA"))
+    except RuntimeError:  # the op is not even defined
+        return False
+
+
 def _convert_mx(model: nn.Module, layer_names: set[str], emulate: bool) -> None:
     """MXFP8 training (torchao.prototype.moe_training): the named layers' weights become
     MXFP8TrainingWeightWrapperTensor, whose matmuls quantize both operands to E4M3 with one
     e8m0 scale per 32 elements. `emulate`: plain PyTorch ops (any device; slow, for tests)."""
+    problem = mxfp8.module_problem()
+    if problem is not None:
+        raise BadInput(f"{problem}; use fp8_recipe tensorwise")
     try:
         with _quiet_import():
-            mx = importlib.import_module("torchao.prototype.moe_training.config")
+            mx = importlib.import_module(mxfp8.MODULE)
             quantization = importlib.import_module("torchao.quantization")
     except ImportError as exc:
         raise BadInput(
-            f"fp8_recipe mxfp8 needs torchao's MXFP8 training (torchao >= 0.15), not importable "
-            f"here ({exc}); use fp8_recipe tensorwise"
+            f"fp8_recipe mxfp8: {mxfp8.MODULE} does not import ({exc}); use fp8_recipe tensorwise"
         ) from exc
+    if not emulate and not _has_cuda_kernel("torchao::mxfp8_quantize"):
+        raise BadInput(
+            mxfp8.kernel_problem()
+            or "fp8_recipe mxfp8: torchao's MXFP8 CUDA extension (_C_mxfp8) did not load, so "
+            "its casts have no CUDA kernel; use fp8_recipe tensorwise"
+        )
     recipe = mx.MXFP8TrainingRecipe
     config = mx.MXFP8TrainingOpConfig.from_recipe(
         recipe.MXFP8_EMULATED_RCEIL if emulate else recipe.MXFP8_RCEIL
