@@ -183,7 +183,7 @@ def assemble(cfg: RunConfig, d: Dist, reserved: float = 0.0) -> Run:
         else None
     )
     if loaded is not None:
-        resume.load_state(loaded, model, optimizer, scaler)
+        resume.load_state(loaded, core, model, optimizer, scaler)
 
     fp8_names = [c.name for c in fp8_layers if c.fp8]
     monitor = None

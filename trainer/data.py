@@ -9,6 +9,7 @@ Nothing is downloaded.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -159,7 +160,11 @@ def open_source(cfg: DataConfig, seq_len: int, *, vocab_size: int | None, seed: 
             f"data file {path}: {size} bytes is not a whole number of {cfg.token_dtype} tokens "
             "(is data.token_dtype right?)"
         )
-    tokens = np.memmap(path, dtype=dtype, mode="r")
+    try:
+        tokens = np.memmap(path, dtype=dtype, mode="r")
+        fingerprint_sha = ends_sha256(path, size)
+    except OSError as exc:
+        raise BadInput(f"data file {path}: cannot read it ({exc.strerror or exc})") from exc
     n = len(tokens)
     eval_tokens = max(seq_len + 1, int(n * cfg.eval_fraction)) if cfg.eval_fraction else 0
     if n - eval_tokens < seq_len + 1:
@@ -179,8 +184,30 @@ def open_source(cfg: DataConfig, seq_len: int, *, vocab_size: int | None, seed: 
         vocab_size=vocab,
         synthetic=None,
         file=FileTokens(tokens, vocab, eval_tokens),
-        fingerprint={"kind": kind, "path": str(path), "bytes": size},
+        fingerprint={
+            "kind": kind,
+            "bytes": size,
+            "ends_sha256": fingerprint_sha,
+            "token_dtype": cfg.token_dtype if kind == "bin" else "uint8",
+            "eval_fraction": cfg.eval_fraction,
+        },
     )
+
+
+_END: Final = 1 << 20  # bytes hashed at each end of a data file
+
+
+def ends_sha256(path: Path, size: int) -> str:
+    """sha256 of the file's size, first MiB and last MiB: the same data wherever it is mounted,
+    and a regenerated file of the same size is told apart (hashing all of a large corpus at
+    every start would cost minutes)."""
+    digest = hashlib.sha256(str(size).encode())
+    with open(path, "rb") as f:
+        digest.update(f.read(_END))
+        if size > _END:
+            f.seek(max(_END, size - _END))
+            digest.update(f.read(_END))
+    return digest.hexdigest()
 
 
 class Batches:

@@ -30,9 +30,13 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
+    """The CUDA states only onto as many GPUs as saved them (another node shape starts those
+    generators from their seeds; the trainer draws nothing random on the GPU but stochastic
+    rounding's noise)."""
     torch.set_rng_state(state["torch"])
-    if state.get("cuda") and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    cuda = state.get("cuda") or []
+    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda)
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
 

@@ -212,11 +212,37 @@ def _drop_param_groups(state: dict[str, object]) -> None:
     del optim["param_groups"]
 
 
+def _drop_a_model_tensor(state: dict[str, object]) -> None:
+    model = state["model"]
+    assert isinstance(model, dict)
+    del model["blocks.1.mlp.down.weight"]  # set_model_state_dict alone would keep the fresh init
+
+
+def _truncate_torch_rng(state: dict[str, object]) -> None:
+    rng = state["rng"]
+    assert isinstance(rng, dict)
+    rng["torch"] = rng["torch"][:100]
+
+
+def _reshape_a_moment(state: dict[str, object]) -> None:
+    optim = state["optimizer"]
+    assert isinstance(optim, dict)
+    moments = next(iter(optim["state"].values()))
+    moments["exp_avg"] = moments["exp_avg"].reshape(-1)[:7]
+
+
 MALFORMED: list[tuple[str, Callable[[Path], None], str]] = [
     ("meta step a string", lambda p: _edit_meta(p, "step", "two"), "'step' should be"),
     ("meta without arch", lambda p: _edit_meta(p, "arch", None), "'arch' is missing"),
     ("wrong model keys", lambda p: _edit_state(p, _rename_model_keys), "does not fit this model"),
+    (
+        "a model tensor missing",
+        lambda p: _edit_state(p, _drop_a_model_tensor),
+        "lacks model tensor(s) blocks.1.mlp.down.weight",
+    ),
     ("bad python rng", lambda p: _edit_state(p, _garble_python_rng), "Python random state"),
+    ("torch rng truncated", lambda p: _edit_state(p, _truncate_torch_rng), "RNG state does not"),
+    ("a moment reshaped", lambda p: _edit_state(p, _reshape_a_moment), "optimizer exp_avg of"),
     ("optimizer lacks groups", lambda p: _edit_state(p, _drop_param_groups), "param_groups"),
 ]
 
@@ -262,6 +288,44 @@ def test_resume_guards_and_the_fallback_to_an_older_checkpoint(
     assert "skipping checkpoint" in res.err and "step_00000004" in res.err
     assert "resumed from" in res.out and "step_00000002" in res.out
     assert "--resume-anyway: continuing" in res.err and "train.seed 1234 -> 7" in res.err
+
+
+@pytest.mark.integration
+def test_a_changed_schedule_is_refused_and_other_changes_are_named(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    ckpt = tmp_path / "ck"
+    common = ("train", *QUICK, "--preset", "bf16", "--ckpt-dir", str(ckpt))
+    assert run_cli(*common, "--steps", "6", "--stop-at", "3").code == 0
+    res = run_cli(*common, "--steps", "12", "--resume")  # the cosine stretched: an LR jump
+    assert res.code == EXIT_BAD_INPUT and "train.steps 6 -> 12" in res.err
+    res = run_cli(*common, "--steps", "6", "--lr", "1e-2", "--resume")
+    assert res.code == EXIT_BAD_INPUT and "train.lr 0.003 -> 0.01" in res.err
+    res = run_cli(
+        *common, "--steps", "6", "--resume", "--set", "train.weight_decay=0.0",
+        "--set", "train.beta2=0.99", "--sensitive-layers", "embedding,head",
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    named = res.err.split("changed settings: ", 1)[1]
+    assert "train.weight_decay 0.1 -> 0.0" in named and "train.beta2 0.95 -> 0.99" in named
+    assert "precision.sensitive_layers" in named
+
+
+@pytest.mark.integration
+def test_the_data_fingerprint_is_the_content_not_the_path(run_cli: RunCli, tmp_path: Path) -> None:
+    tokens = bytes(range(256)) * 40  # a text file of 10240 bytes
+    first, moved = tmp_path / "a.txt", tmp_path / "elsewhere" / "a.txt"
+    first.write_bytes(tokens)
+    moved.parent.mkdir()
+    moved.write_bytes(tokens)
+    ckpt = tmp_path / "ck"
+    common = ("train", *QUICK, "--preset", "bf16", "--steps", "4", "--ckpt-dir", str(ckpt))
+    assert run_cli(*common, "--data", str(first), "--stop-at", "2").code == 0
+    res = run_cli(*common, "--data", str(moved), "--resume", "--stop-at", "3")
+    assert res.code == 0, res.err  # the same bytes at another mount
+    first.write_bytes(tokens[::-1])  # regenerated: the same size, other tokens
+    res = run_cli(*common, "--data", str(first), "--resume")
+    assert res.code == EXIT_BAD_INPUT and "ends_sha256" in res.err
 
 
 def _limit_file_size() -> None:
