@@ -27,6 +27,7 @@ _SPLITS: Final = {"train": 0, "eval": 1}
 # multiple of 16 (an FP8-eligible shape) and the embedding table a tidy size.
 _VOCAB_ROUND: Final = 64
 _SCAN_LIMIT: Final = 1 << 28  # tokens scanned for the vocabulary size (512 MiB of uint16)
+SYNTHETIC_TOKENS_MAX: Final = 1 << 16  # tokens the synthetic stream uses, at most
 
 Array = npt.NDArray[np.int64]
 
@@ -46,22 +47,25 @@ class SyntheticTokens:
     def __init__(self, vocab_size: int, seed: int) -> None:
         rng = np.random.default_rng([seed, 0xDA7A])
         self.vocab_size = vocab_size
-        size = min(vocab_size, max(64, vocab_size // 8))
+        size = min(vocab_size, max(64, vocab_size // 8), SYNTHETIC_TOKENS_MAX)
         self.subset = rng.choice(vocab_size, size=size, replace=False).astype(np.int64)
-        self.successor = np.zeros(vocab_size, dtype=np.int64)
-        self.successor[self.subset] = rng.permutation(self.subset)
+        # Everything below is indexed by a token's place in `subset`, so memory follows the
+        # subset, not the vocabulary (model.vocab_size 2**32 must reach the memory check).
+        order = np.argsort(self.subset)
+        successors = rng.permutation(self.subset)
+        successor = order[np.searchsorted(self.subset[order], successors)]
         # The permutation's cycles end to end, and where each token sits in them.
         self.cycles = np.zeros(size, dtype=np.int64)
-        self.cycle_start = np.zeros(vocab_size, dtype=np.int64)
-        self.cycle_len = np.ones(vocab_size, dtype=np.int64)
-        self.cycle_pos = np.zeros(vocab_size, dtype=np.int64)
-        seen = np.zeros(vocab_size, dtype=bool)
+        self.cycle_start = np.zeros(size, dtype=np.int64)
+        self.cycle_len = np.ones(size, dtype=np.int64)
+        self.cycle_pos = np.zeros(size, dtype=np.int64)
+        seen = np.zeros(size, dtype=bool)
         filled = 0
-        for first in self.subset:
+        for first in range(size):
             if seen[first]:
                 continue
-            cycle = [int(first)]
-            while (nxt := int(self.successor[cycle[-1]])) != first:
+            cycle = [first]
+            while (nxt := int(successor[cycle[-1]])) != first:
                 cycle.append(nxt)
             members = np.array(cycle, dtype=np.int64)
             seen[members] = True
@@ -74,13 +78,13 @@ class SyntheticTokens:
     def sample(self, rng: np.random.Generator, count: int, length: int) -> Array:
         restart = rng.random((count, length)) >= self.follow_p
         restart[:, 0] = True
-        fresh = self.subset[rng.integers(0, len(self.subset), size=(count, length))]
+        fresh = rng.integers(0, len(self.subset), size=(count, length))  # places in subset
         t = np.arange(length)
         last = np.maximum.accumulate(np.where(restart, t, 0), axis=1)
         start = np.take_along_axis(fresh, last, axis=1)
         steps = t - last
         index = self.cycle_start[start] + (self.cycle_pos[start] + steps) % self.cycle_len[start]
-        out: Array = self.cycles[index]
+        out: Array = self.subset[self.cycles[index]]
         return out
 
 

@@ -71,6 +71,7 @@ def optimizer_step(
     """Health checks and the optimizer step; True when the GradScaler skipped it (overflow)."""
     skipped = False
     run.optimizer.measure = measure
+    run.optimizer.unchanged = None  # a step the GradScaler skips measures nothing
     if run.scaler is None:
         health.check_finite(step, loss, grad_norm)
         run.optimizer.step()

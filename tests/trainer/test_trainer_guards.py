@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import resource
 import signal
 from collections.abc import Callable
@@ -46,6 +47,10 @@ BAD_NUMBERS: list[tuple[list[str], str]] = [
     (["--ckpt-dir", ""], "checkpoint.dir: an empty path"),
     (["--metrics-file", ""], "metrics.file: an empty path"),
     (["--master-weights", "fp32", "--stochastic-rounding"], "nothing to round"),
+    (["--set", "model.dim=0"], "model.dim: must be at least 1, got 0"),  # not "the default"
+    (["--set", "model.n_heads=0"], "model.n_heads: must be at least 1, got 0"),
+    (["--set", "model.vocab_size=1000000000000"], "model.vocab_size: at most 2**32"),
+    (["--set", "model.vocab_size=4294967296"], "GiB per process"),  # the memory check, not numpy
 ]
 
 
@@ -81,7 +86,7 @@ def test_the_1b_model_at_batch_64_is_refused_on_the_cpu(run_cli: RunCli) -> None
 
 
 def test_out_of_memory_in_a_step_names_the_step_and_the_estimate(
-    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """A CUDA OOM cannot happen on this machine: the model's forward raises torch's OOM error
     (what the CUDA allocator raises) at step 2."""
@@ -97,10 +102,15 @@ def test_out_of_memory_in_a_step_names_the_step_and_the_estimate(
         return real(self, idx, targets)
 
     monkeypatch.setattr(Transformer, "forward", forward)
-    res = run_cli("train", *QUICK, "--preset", "bf16", "--steps", "4")
+    metrics = tmp_path / "m.jsonl"
+    res = run_cli(
+        "train", *QUICK, "--preset", "bf16", "--steps", "4", "--metrics-file", str(metrics)
+    )
     assert res.code == EXIT_BAD_INPUT
     last = res.err.strip().splitlines()[-1]
     assert last.startswith("error: step 2: out of memory") and "estimated" in last
+    (summary,) = records(metrics, "summary")  # the run's end is recorded, whatever ended it
+    assert summary["status"] == "error" and "out of memory" in summary["message"]
 
 
 @pytest.mark.parametrize(("master", "warns"), [("bf16", True), ("fp32", False)])
@@ -349,3 +359,38 @@ def test_a_full_disk_during_a_checkpoint_is_exit_2_and_leaves_the_older_ones(
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: checkpoint dir") and "File too large" in last
     assert list(ckpt.iterdir()) == []  # no temporary left behind
+
+
+def test_the_lost_update_warning_fits_the_master_weights() -> None:
+    from trainer.config import PrecisionConfig
+    from trainer.health import lost_updates
+
+    fp32 = lost_updates(0.5, PrecisionConfig())
+    assert fp32 is not None and "fp32 master weights" in fp32 and "use master_weights" not in fp32
+    bf16 = lost_updates(0.5, PrecisionConfig(master_weights="bf16"))
+    assert bf16 is not None and "use master_weights fp32" in bf16
+
+
+def test_a_step_the_grad_scaler_skips_reports_no_unchanged_count() -> None:
+    """unchanged_frac was the previous step's on a skipped fp16 step."""
+    from types import SimpleNamespace
+
+    from trainer import train_step
+    from trainer.config import RunConfig
+    from trainer.optim import AdamW
+
+    weight = torch.nn.Parameter(torch.ones(4))
+    optimizer = AdamW(
+        [weight], lr=0.1, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0, state_dtype=torch.float32
+    )
+    run = SimpleNamespace(
+        optimizer=optimizer, scaler=None, cfg=RunConfig(), fault=None, fp8_all_gather=False
+    )
+    weight.grad = torch.ones(4)
+    assert not train_step.optimizer_step(run, [weight], 1, 1.0, 1.0, measure=True)  # type: ignore[arg-type]
+    assert optimizer.unchanged is not None  # measured
+    run.scaler = torch.amp.GradScaler("cpu")
+    run.scaler.scale(torch.ones(()))  # a scaled loss, as train_step.backward makes one
+    weight.grad = torch.full((4,), float("inf"))
+    assert train_step.optimizer_step(run, [weight], 2, 1.0, math.inf, measure=True)  # type: ignore[arg-type]
+    assert optimizer.unchanged is None
