@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator, Iterator
-from typing import Any
+from typing import Any, Final
 
 import torch
 
@@ -25,6 +25,8 @@ from trainer.outcome import Outcome
 from trainer.presets import LAYERING_KEYS
 from trainer.schedule import lr_at
 from trainer.signals import StopRequest
+
+SLOW_SAVE_S: Final = 20.0  # a save slower than this may not fit a SIGTERM's grace period
 
 
 class Loop:
@@ -50,6 +52,7 @@ class Loop:
         self.warned_lost = False
         self.last_unchanged: float | None = None
         self.warmed_up = False
+        self.warned_slow_save = False
         self.step_in_flight = self.start_step  # the step a stop happened in
         self.profiler: torch.profiler.profile | None = None
         if run.resume is not None:
@@ -139,11 +142,22 @@ class Loop:
             "grad_norms": list(self.grad_norms.values),
             "skipped_steps": self.skipped_steps,
         }
+        started = time.perf_counter()
         path = train_state.save(self.run, step, loop_state, self.outcome.checkpoint)
         if path is None:
             return
         self.outcome.checkpoint = str(path)
         self.sink.say(f"checkpoint {path}")
+        seconds = time.perf_counter() - started
+        if seconds > SLOW_SAVE_S and not self.warned_slow_save:
+            self.warned_slow_save = True
+            gb = (path / checkpoint.STATE_FILE).stat().st_size / 1e9
+            self.sink.warn(
+                f"saving {path.name} took {seconds:.0f} s ({gb:.1f} GB at {gb / seconds:.2f} "
+                "GB/s): a SIGTERM checkpoint must fit the stop timeout (podman --stop-timeout, "
+                "Kubernetes terminationGracePeriodSeconds; torchrun waits 30 s for its workers). "
+                f"Allow at least {2 * seconds:.0f} s, or checkpoint to a faster disk"
+            )
 
     # -- the loop ------------------------------------------------------------------------
 

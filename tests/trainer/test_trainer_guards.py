@@ -394,3 +394,18 @@ def test_a_step_the_grad_scaler_skips_reports_no_unchanged_count() -> None:
     weight.grad = torch.full((4,), float("inf"))
     assert train_step.optimizer_step(run, [weight], 2, 1.0, math.inf, measure=True)  # type: ignore[arg-type]
     assert optimizer.unchanged is None
+
+
+@pytest.mark.integration
+def test_a_slow_save_warns_that_a_sigterm_save_must_fit_the_stop_timeout(
+    run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainer import loop
+
+    monkeypatch.setattr(loop, "SLOW_SAVE_S", 0.0)  # every save is "slow"
+    res = run_cli(
+        "train", *QUICK, "--preset", "bf16", "--steps", "2", "--checkpoint-interval", "1",
+        "--ckpt-dir", str(tmp_path),
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    assert res.err.count("must fit the stop timeout") == 1 and "GB/s" in res.err
