@@ -21,6 +21,7 @@ from trainer.distributed import Dist, wrap
 from trainer.errors import BadInput
 from trainer.fp8 import rules, torchao_backend
 from trainer.fp8.layers import LayerChoice
+from trainer.fp8.names import Backend
 from trainer.fp8.share import Fp8Share, fp8_share
 from trainer.fp8.stats import Fp8Monitor
 from trainer.mfu import peak_for, peak_tflops
@@ -156,7 +157,7 @@ def assemble(cfg: RunConfig, d: Dist, reserved: float = 0.0) -> Run:
     core = Transformer(arch, activation_dtype=plan.activation).to(plan.master)
     all_gather = (
         plan.uses_fp8
-        and plan.config.fp8_backend == "torchao"
+        and plan.config.fp8_backend == Backend.TORCHAO
         and torchao_backend.fsdp_float8_all_gather(plan, d.mode)
     )
     fp8_layers = casting.apply_fp8(core, plan, d.device, all_gather) if plan.uses_fp8 else []

@@ -8,6 +8,7 @@ Layers, in order of precedence: CLI overrides > config file > preset > built-in 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 import types
 import typing
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Union
 
 from trainer.errors import BadInput
+from trainer.fp8.names import Backend, Recipe
 from trainer.presets import DEFAULT_PRESET, PRESETS
 
 PRECISION_CHOICES: Final = {
@@ -25,8 +27,8 @@ PRECISION_CHOICES: Final = {
     "backward_matmul": ("fp32", "bf16", "fp16", "fp8_e5m2", "fp8_e4m3"),
     "activation": ("fp32", "bf16", "fp16"),
     "grad_sync": ("fp32", "bf16"),
-    "fp8_recipe": ("tensorwise", "rowwise", "rowwise_with_gw_hp", "mxfp8"),
-    "fp8_backend": ("torchao", "transformer_engine"),
+    "fp8_recipe": tuple(Recipe),
+    "fp8_backend": tuple(Backend),
     "fp8_size_filter": ("auto", "always", "never"),
 }
 
@@ -77,8 +79,8 @@ class PrecisionConfig:
     grad_sync: str = PRESETS[DEFAULT_PRESET]["grad_sync"]
     stochastic_rounding: bool = False
     checkpoint_interval: int = 120
-    fp8_recipe: str = "tensorwise"
-    fp8_backend: str = "torchao"
+    fp8_recipe: Recipe = Recipe.TENSORWISE
+    fp8_backend: Backend = Backend.TORCHAO
     fp8_size_filter: str = "auto"  # auto: torchao's size filter on CUDA, off on the CPU
     sensitive_layers: tuple[str, ...] = ("embedding", "head", "first_block", "last_block")
     loss_scale_init: float = 65536.0
@@ -215,6 +217,11 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
         if not isinstance(value, str):
             raise BadInput(f"{where}: expected a string, got {value!r}")
         return value
+    if isinstance(annotation, type) and issubclass(annotation, enum.StrEnum):
+        if not isinstance(value, str) or value not in tuple(annotation):
+            choices = ", ".join(annotation)
+            raise BadInput(f"{where}: unknown value {value!r}; choose one of {choices}")
+        return annotation(value)
     raise TypeError(f"unsupported annotation {annotation!r}")  # a bug in this module
 
 

@@ -51,9 +51,9 @@ class SyntheticTokens:
         self.subset = rng.choice(vocab_size, size=size, replace=False).astype(np.int64)
         # Everything below is indexed by a token's place in `subset`, so memory follows the
         # subset, not the vocabulary (model.vocab_size 2**32 must reach the memory check).
-        order = np.argsort(self.subset)
-        successors = rng.permutation(self.subset)
-        successor = order[np.searchsorted(self.subset[order], successors)]
+        self._order = np.argsort(self.subset)
+        self._successor = self._place(rng.permutation(self.subset))
+        successor = self._successor
         # The permutation's cycles end to end, and where each token sits in them.
         self.cycles = np.zeros(size, dtype=np.int64)
         self.cycle_start = np.zeros(size, dtype=np.int64)
@@ -74,6 +74,16 @@ class SyntheticTokens:
             self.cycle_len[members] = len(cycle)
             self.cycle_pos[members] = np.arange(len(cycle))
             filled += len(cycle)
+
+    def _place(self, tokens: Array) -> Array:
+        """Where each token (of the subset) sits in `subset`."""
+        found: Array = self._order[np.searchsorted(self.subset[self._order], tokens)]
+        return found
+
+    def successor(self, tokens: Array) -> Array:
+        """The token each of `tokens` (of the subset) is followed by, when it is followed."""
+        out: Array = self.subset[self._successor[self._place(tokens)]]
+        return out
 
     def sample(self, rng: np.random.Generator, count: int, length: int) -> Array:
         restart = rng.random((count, length)) >= self.follow_p

@@ -15,6 +15,7 @@ import torch
 
 from trainer import __version__
 from trainer.fp8 import mxfp8, rules
+from trainer.fp8.names import Recipe
 from trainer.machine import cpu_scaled_mm
 from trainer.mfu import peak_for
 from trainer.presets import PRESETS
@@ -51,9 +52,9 @@ def _devices() -> list[dict[str, Any]]:
                 "index": i,
                 "name": name,
                 "compute_capability": f"{major}.{minor}",
-                "fp8": rules.device_problem(name, (major, minor), "tensorwise") is None,
-                "fp8_rowwise": rules.device_problem(name, (major, minor), "rowwise") is None,
-                "mxfp8": rules.device_problem(name, (major, minor), "mxfp8") is None,
+                "fp8": rules.device_problem(name, (major, minor), Recipe.TENSORWISE) is None,
+                "fp8_rowwise": rules.device_problem(name, (major, minor), Recipe.ROWWISE) is None,
+                "mxfp8": rules.device_problem(name, (major, minor), Recipe.MXFP8) is None,
                 "mfu_peak_known": peak_for(name) is not None,
             }
         )

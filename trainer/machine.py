@@ -12,6 +12,7 @@ from trainer import memory, precision
 from trainer.distributed import Dist
 from trainer.errors import BadInput
 from trainer.fp8 import rules
+from trainer.fp8.names import Backend
 
 
 def cpu_scaled_mm() -> bool:
@@ -29,7 +30,7 @@ def check_device(plan: precision.Plan, device: torch.device) -> str:
     """The device's name; BadInput when it cannot run this precision plan."""
     if device.type == "cpu":
         if plan.uses_fp8:
-            if plan.config.fp8_backend == "transformer_engine":
+            if plan.config.fp8_backend == Backend.TRANSFORMER_ENGINE:
                 raise BadInput("fp8_backend transformer_engine runs on CUDA devices only")
             if not cpu_scaled_mm():
                 raise BadInput(

@@ -19,6 +19,8 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Final
 
+from trainer.fp8.names import Recipe
+
 LAYERING_KEYS: Final = (
     "master_weights",
     "optimizer_state",
@@ -43,7 +45,7 @@ PRESETS: Final = MappingProxyType(
         "fp8-fwd": MappingProxyType(dict(_SEED_DEFAULT)),
         "fp8": MappingProxyType(_SEED_DEFAULT | {"backward_matmul": "fp8_e5m2"}),
         "mxfp8": MappingProxyType(
-            _SEED_DEFAULT | {"backward_matmul": "fp8_e4m3", "fp8_recipe": "mxfp8"}
+            _SEED_DEFAULT | {"backward_matmul": "fp8_e4m3", "fp8_recipe": Recipe.MXFP8}
         ),
         "fp16": MappingProxyType(
             {

@@ -126,7 +126,7 @@ BAD_INPUTS: list[tuple[str, ArgsFor, str]] = [
     ("compare with one preset", lambda t: ["--compare", "bf16"], "name two presets"),
     ("compare a preset with itself", lambda t: ["--compare", "bf16,bf16"], "name two presets"),
     ("compare an unknown preset", lambda t: ["--compare", "bf16,fp4"], "unknown preset(s) fp4"),
-    ("bad fault spec", lambda t: ["--inject-fault", "boom"], "expected nan@STEP"),
+    ("bad fault spec", lambda t: ["--inject-fault", "boom"], "expected [PRESET:]nan@STEP"),
     ("unknown --set key", lambda t: ["--set", "train.stepz=3"], "unknown key(s) stepz"),
     ("bad sensitive glob", lambda t: ["--sensitive-layers", "blocks.*.nope"], "match no module"),
     (

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from trainer.errors import BadInput
+from trainer.fp8.names import Recipe
 from trainer.fp8.rules import linear_problems
 
 
@@ -46,7 +47,7 @@ def plan_layers(
     sensitive: Sequence[str],
     n_layers: int,
     size_filter: SizeFilter | None = None,
-    recipe: str = "tensorwise",
+    recipe: str = Recipe.TENSORWISE,
 ) -> list[LayerChoice]:
     """One choice per nn.Linear, in module order; every sensitive entry must match a module.
 

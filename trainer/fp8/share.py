@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from trainer.fp8.layers import LayerChoice
+from trainer.fp8.names import Recipe
 from trainer.precision import Plan
 
 FP8_RATE_DEFAULT: Final = 2.0  # dense FP8 / BF16 tensor-core peak of Hopper and Blackwell
@@ -28,7 +29,7 @@ def fp8_gemms(plan: Plan) -> int:
         return 0
     if plan.fp8_backward is None:
         return 1
-    return 2 if plan.config.fp8_recipe == "rowwise_with_gw_hp" else 3
+    return 2 if plan.config.fp8_recipe == Recipe.ROWWISE_WITH_GW_HP else 3
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from torch import nn
 
 from trainer.errors import BadInput
 from trainer.fp8 import mxfp8
+from trainer.fp8.names import ROWWISE_RECIPES, Recipe
 from trainer.precision import Plan
 
 _NOISY_LOGGERS = ("torchao", "torch.utils._pytree")
@@ -56,7 +57,9 @@ def fsdp_float8_all_gather(plan: Plan, mode: str) -> bool:
     it for tensorwise scaling only, and only with every GEMM in FP8: `fp8-fwd`'s BF16
     backward needs the high-precision weight, which a float8 all-gather does not bring."""
     return (
-        mode == "fsdp" and plan.config.fp8_recipe == "tensorwise" and plan.fp8_backward is not None
+        mode == "fsdp"
+        and plan.config.fp8_recipe == Recipe.TENSORWISE
+        and plan.fp8_backward is not None
     )
 
 
@@ -73,7 +76,7 @@ def float8_config(plan: Plan, all_gather: bool = False) -> Any:
     cfg_mod = importlib.import_module("torchao.float8.config")
     cast, scaling, gran = cfg_mod.CastConfig, cfg_mod.ScalingType, cfg_mod.ScalingGranularity
     recipe = plan.config.fp8_recipe
-    rowwise = recipe.startswith("rowwise")
+    rowwise = recipe in ROWWISE_RECIPES
     granularity = gran.AXISWISE if rowwise else gran.TENSORWISE
     forward = cast(
         scaling_type=scaling.DYNAMIC,
@@ -116,7 +119,8 @@ def size_filter(plan: Plan) -> Callable[[nn.Module, str], bool] | None:
     if auto is None:
         return None
     # rowwise_with_gw_hp has no filter of its own; its GEMMs are rowwise's
-    recipe = "rowwise" if plan.config.fp8_recipe.startswith("rowwise") else "tensorwise"
+    rowwise = plan.config.fp8_recipe in ROWWISE_RECIPES
+    recipe = Recipe.ROWWISE if rowwise else Recipe.TENSORWISE
     chosen: Callable[[nn.Module, str], bool] = auto(recipe, [])
     return chosen
 
@@ -191,7 +195,7 @@ def convert(
     all_gather: bool = False,
 ) -> nn.Module:
     """Swap the named nn.Linear layers for torchao Float8Linear (or MXFP8 weights), in place."""
-    if plan.config.fp8_recipe == "mxfp8":
+    if plan.config.fp8_recipe == Recipe.MXFP8:
         _convert_mx(model, layer_names, emulate)
     else:
         float8 = load()
