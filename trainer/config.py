@@ -310,14 +310,10 @@ def _check_ranges(cfg: RunConfig) -> None:
     if t.peak_tflops is not None and t.peak_tflops <= 0:
         raise BadInput(f"train.peak_tflops: must be positive, got {t.peak_tflops}")
     for key in ("dim", "n_layers", "n_heads", "ffn_dim", "vocab_size", "max_seq_len"):
-        size = getattr(cfg.model, key)
-        if size is not None and size < 1:  # 0 is not "unset": leave the key out for the default
+        if (size := getattr(cfg.model, key)) is not None and size < 1:  # 0 is not "unset"
             raise BadInput(f"model.{key}: must be at least 1, got {size}")
-    if cfg.model.vocab_size is not None and cfg.model.vocab_size > _VOCAB_MAX:
-        raise BadInput(
-            f"model.vocab_size: at most 2**32 (token ids are at most uint32), got "
-            f"{cfg.model.vocab_size}"
-        )
+    if (cfg.model.vocab_size or 0) > _VOCAB_MAX:
+        raise BadInput(f"model.vocab_size: at most 2**32 (uint32 ids), got {cfg.model.vocab_size}")
     if cfg.model.rope_theta <= 1:
         raise BadInput(f"model.rope_theta: must exceed 1, got {cfg.model.rope_theta}")
     if not 0 < cfg.model.norm_eps < 1:
