@@ -59,8 +59,8 @@ def _peak_bytes(prof: torch.profiler.profile) -> int:
     memory = [e["args"] for e in events if e.get("name") == "[memory]"]
     if not memory:
         return 0
-    before = memory[0]["Total Allocated"] - memory[0]["Bytes"]
-    return max(m["Total Allocated"] for m in memory) - before
+    before = int(memory[0]["Total Allocated"]) - int(memory[0]["Bytes"])
+    return max(int(m["Total Allocated"]) for m in memory) - before
 
 
 def measure(row: str, steps: int) -> tuple[int, Estimate]:

@@ -58,12 +58,16 @@ def _resident_bytes(loop: Loop) -> int:
             tensors.append(p.grad)
     for state in loop.run.optimizer.state.values():
         tensors += [v for v in state.values() if isinstance(v, torch.Tensor)]
-    storages = {}
+    storages: dict[int, int] = {}
     for t in tensors:
         local = getattr(t, "to_local", lambda t=t: t)()
-        if local.device.type == "cuda":
+        if local.device.type != "cuda":
+            continue
+        try:
             storage = local.untyped_storage()
             storages[storage.data_ptr()] = storage.nbytes()
+        except (RuntimeError, NotImplementedError):  # a wrapper subclass (MXFP8 weights)
+            storages[id(local)] = local.numel() * local.element_size()
     return sum(storages.values())
 
 
