@@ -10,6 +10,7 @@ import torch
 from trainer.config import ModelConfig, PrecisionConfig
 from trainer.fp8 import torchao_backend
 from trainer.fp8.layers import plan_layers
+from trainer.fp8.names import Recipe
 from trainer.fp8.share import fp8_gemms, fp8_share
 from trainer.model import Transformer, flops_per_token, resolve_arch
 from trainer.precision import resolve
@@ -23,7 +24,7 @@ def _share(size: str, backward: str, recipe: str = "tensorwise") -> tuple[int, f
     with torch.device("meta"):  # shapes only
         model = Transformer(arch)
     plan = resolve(
-        dataclasses.replace(PrecisionConfig(), backward_matmul=backward, fp8_recipe=recipe)
+        dataclasses.replace(PrecisionConfig(), backward_matmul=backward, fp8_recipe=Recipe(recipe))
     )
     keep = torchao_backend.size_filter(plan)
     choices = plan_layers(model, SENSITIVE, arch.n_layers, keep, recipe)
