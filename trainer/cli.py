@@ -135,7 +135,8 @@ def _train_parser(sub: Any) -> None:
     p.add_argument(
         "--compare",
         metavar="A,B",
-        help="A/B: train presets A and B from the same init and data, write a PNG and JSON",
+        help="A/B: train presets A and B from the same init and data, interleaved and compiled "
+        "alike; write a PNG and JSON (also when one side stops)",
     )
     p.add_argument(
         "--inject-fault",

@@ -119,3 +119,30 @@ def test_a_side_that_stops_still_gets_its_json_and_figure(
     order = [(r["run"], r["step"]) for r in records(metrics)]
     assert order == [("bf16", 1), ("fp8-fwd", 1), ("bf16", 2), ("fp8-fwd", 2), ("bf16", 3),
                      ("bf16", 4)]  # fmt: skip
+
+
+@pytest.mark.integration
+def test_a_signal_stops_both_sides_and_still_writes_what_they_trained(
+    run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainer import train_step
+
+    real_agree, calls = train_step.agree, {"n": 0}
+
+    def agree(run: object, stop: object, loss: torch.Tensor) -> tuple[float, float]:
+        calls["n"] += 1
+        if calls["n"] == 3:  # bf16's step 2 (the sides alternate every step): SIGTERM arrives
+            stop.signum = 15  # type: ignore[attr-defined]
+        return real_agree(run, stop, loss)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(train_step, "agree", agree)
+    res = run_cli(
+        "train", *QUICK, "--compare", "bf16,fp8-fwd", "--steps", "4", "--ckpt-dir", str(tmp_path)
+    )
+    assert res.code == 143, res.err
+    summary = json.loads((tmp_path / "compare_bf16_vs_fp8-fwd.json").read_text())
+    assert {s["side"]: s["status"] for s in summary["stopped"]} == {
+        "bf16": "interrupted",
+        "fp8-fwd": "interrupted",
+    }
+    assert summary["runs"]["bf16"]["loss_steps"] == [1, 2]
