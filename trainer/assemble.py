@@ -7,7 +7,6 @@ continue this run); casting.py applies the precision plan to the model.
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,20 +15,20 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainer import casting, checkpoint, data, machine, memory, precision, recompute, resume
+from trainer import casting, checkpoint, data, fault, machine, memory, precision, recompute, resume
 from trainer.config import RunConfig
 from trainer.distributed import Dist, wrap
 from trainer.errors import BadInput
 from trainer.fp8 import rules, torchao_backend
 from trainer.fp8.layers import LayerChoice
+from trainer.fp8.names import Backend
+from trainer.fp8.share import Fp8Share, fp8_share
 from trainer.fp8.stats import Fp8Monitor
 from trainer.mfu import peak_for, peak_tflops
 from trainer.model import SIZES, Arch, Transformer, flops_per_token, resolve_arch
 from trainer.optim import AdamW, param_groups
 from trainer.presets import LAYERING_KEYS
 from trainer.schedule import default_warmup
-
-_FAULT = re.compile(r"^(nan|inf|weight-nan)@(\d+)$")
 
 
 @dataclass
@@ -63,26 +62,28 @@ class Run:
     mem_estimate: memory.Estimate
     compiled: bool
     fp8_all_gather: bool  # FSDP2 float8 all-gather: precompute the scales after each step
+    fp8_share: Fp8Share | None  # the FP8 share of the step's FLOPs and the speed-up it allows
     notes: list[str]  # warnings for the start of the run (resume fallbacks and overrides)
 
 
-def _parse_fault(spec: str | None, steps: int) -> tuple[str, int] | None:
-    if spec is None:
+def _parse_fault(spec: str | None, steps: int, preset: str) -> tuple[str, int] | None:
+    found = fault.parse(spec, steps)
+    if found is None:
         return None
-    m = _FAULT.match(spec)
-    if not m or not 1 <= int(m.group(2)) <= steps:
+    if found.preset not in (None, preset):
         raise BadInput(
-            f"--inject-fault {spec!r}: expected nan@STEP, inf@STEP (the loss) or weight-nan@STEP "
-            f"(a weight after the optimizer step), STEP in 1..{steps}"
+            f"--inject-fault {spec!r} names preset {found.preset}, but this run trains {preset} "
+            "(a preset prefix picks one side of --compare)"
         )
-    return m.group(1), int(m.group(2))
+    return found.kind, found.step
 
 
-def assemble(cfg: RunConfig, d: Dist) -> Run:
-    """Check the config against the machine and the data, then build model and optimizer."""
+def assemble(cfg: RunConfig, d: Dist, reserved: float = 0.0) -> Run:
+    """Check the config against the machine and the data, then build model and optimizer.
+    `reserved`: bytes another live model will still need (machine.check_memory)."""
     t = cfg.train
     plan = precision.resolve(cfg.precision)
-    fault = _parse_fault(t.inject_fault, t.steps)
+    injected = _parse_fault(t.inject_fault, t.steps, cfg.preset)
     use_compile = machine.use_compile(t.compile, plan, d.device)
     if use_compile:
         machine.check_compiler()
@@ -141,7 +142,7 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
         recompute=t.activation_checkpointing,
     )
     if t.memory_check:
-        machine.check_memory(need, d, t.activation_checkpointing)
+        machine.check_memory(need, d, t.activation_checkpointing, reserved)
     seen: dict[str, Any] = {
         "data": source.fingerprint,
         "train.seed": t.seed,
@@ -156,7 +157,7 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
     core = Transformer(arch, activation_dtype=plan.activation).to(plan.master)
     all_gather = (
         plan.uses_fp8
-        and plan.config.fp8_backend == "torchao"
+        and plan.config.fp8_backend == Backend.TORCHAO
         and torchao_backend.fsdp_float8_all_gather(plan, d.mode)
     )
     fp8_layers = casting.apply_fp8(core, plan, d.device, all_gather) if plan.uses_fp8 else []
@@ -183,13 +184,19 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
         else None
     )
     if loaded is not None:
-        resume.load_state(loaded, model, optimizer, scaler)
+        resume.load_state(loaded, core, model, optimizer, scaler)
 
     fp8_names = [c.name for c in fp8_layers if c.fp8]
     monitor = None
     if fp8_names and plan.fp8_forward is not None:
         monitor = Fp8Monitor(core, fp8_names, plan.fp8_forward, plan.fp8_backward)
     peak = peak_for(device_name) if d.device.type == "cuda" else None
+    step_flops = flops_per_token(arch, seq_len)
+    share = (
+        fp8_share(fp8_layers, plan, step_flops, peak.fp8 / peak.bf16 if peak and peak.fp8 else None)
+        if plan.uses_fp8
+        else None
+    )
     return Run(
         cfg=cfg,
         plan=plan,
@@ -229,10 +236,11 @@ def assemble(cfg: RunConfig, d: Dist) -> Run:
             else None
         ),
         peak_tflops_fp8=peak.fp8 if peak and plan.uses_fp8 else None,
-        flops_per_token=flops_per_token(arch, seq_len),
-        fault=fault,
+        flops_per_token=step_flops,
+        fault=injected,
         mem_estimate=need,
         compiled=use_compile,
         fp8_all_gather=bool(all_gather) and any(c.fp8 for c in fp8_layers),
+        fp8_share=share,
         notes=notes,
     )

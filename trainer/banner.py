@@ -6,7 +6,7 @@ import torch
 
 from trainer import __version__
 from trainer.assemble import Run
-from trainer.fp8.layers import LayerChoice
+from trainer.fp8.layers import SIZE_FILTERED, LayerChoice
 from trainer.model import count_params
 from trainer.presets import LAYERING_KEYS
 
@@ -22,6 +22,19 @@ def _kept(choices: list[LayerChoice]) -> list[str]:
         shown = ", ".join(names[:3]) + (f" +{len(names) - 3} more" if len(names) > 3 else "")
         out.append(f"{reason}: {shown}")
     return out
+
+
+def _no_fp8_layer(choices: list[LayerChoice]) -> str:
+    """Why FP8 was asked for and nothing converted: name the size filter when it did it."""
+    filtered = [c for c in choices if c.reason == SIZE_FILTERED]
+    if filtered:
+        return (
+            f"FP8 was asked for but torchao's size filter kept all {len(filtered)} candidate "
+            "layers in BF16 (their GEMMs are too small for FP8 to beat BF16 on an H100), the "
+            "others are sensitive or misshapen: this run is BF16. Use a larger model, or "
+            "precision.fp8_size_filter never to convert them anyway"
+        )
+    return "FP8 was asked for but no layer qualifies (all sensitive or misshapen): this run is BF16"
 
 
 def lines(run: Run) -> list[str]:
@@ -45,6 +58,8 @@ def lines(run: Run) -> list[str]:
             f"({p.fp8_recipe}); kept in high precision: {'; '.join(kept) or 'none'}"
             + ("; FSDP2 float8 all-gather" if run.fp8_all_gather else "")
         )
+    if run.fp8_share is not None and run.fp8_share.layers:
+        out.append(f"fp8 ceiling: {run.fp8_share.describe()}")
     if cfg.train.activation_checkpointing != "none" or run.compiled:
         out.append(
             f"activation checkpointing {cfg.train.activation_checkpointing} | "
@@ -59,10 +74,7 @@ def warnings(run: Run) -> list[str]:
     """Start-of-run warnings: settings that run but probably not as the user meant."""
     out = list(run.notes)
     if run.plan.uses_fp8 and not any(c.fp8 for c in run.fp8_layers):
-        out.append(
-            "FP8 was asked for but no layer qualifies (all sensitive or misshapen): "
-            "this run is BF16"
-        )
+        out.append(_no_fp8_layer(run.fp8_layers))
     if any(c.fp8 for c in run.fp8_layers) and not run.compiled:
         where = "on this CPU" if run.dist.device.type == "cpu" else "here"
         out.append(

@@ -13,6 +13,7 @@ from torch import nn
 from trainer import precision
 from trainer.fp8 import te_backend, torchao_backend
 from trainer.fp8.layers import LayerChoice, plan_layers
+from trainer.fp8.names import Backend
 from trainer.model import Transformer
 
 
@@ -21,14 +22,14 @@ def weight_context(
 ) -> Callable[[], Any]:
     """Around each micro-batch's forward and backward (a recompute reads the weights again).
     FSDP2 casts the parameters itself (MixedPrecisionPolicy.param_dtype)."""
-    cast = plan.master != plan.compute and plan.config.fp8_backend == "torchao"
+    cast = plan.master != plan.compute and plan.config.fp8_backend == Backend.TORCHAO
     if fp8_modules and cast and mode != "fsdp":
         return lambda: torchao_backend.compute_weights(fp8_modules, plan.compute)
     return contextlib.nullcontext
 
 
 def forward_context(plan: precision.Plan, device: torch.device) -> Callable[[], Any]:
-    if plan.uses_fp8 and plan.config.fp8_backend == "transformer_engine":
+    if plan.uses_fp8 and plan.config.fp8_backend == Backend.TRANSFORMER_ENGINE:
 
         def both() -> contextlib.ExitStack:
             stack = contextlib.ExitStack()
@@ -47,14 +48,14 @@ def apply_fp8(
     use_filter = mode == "always" or (mode == "auto" and device.type == "cuda")
     filter_fn = (
         torchao_backend.size_filter(plan)
-        if use_filter and plan.config.fp8_backend == "torchao"
+        if use_filter and plan.config.fp8_backend == Backend.TORCHAO
         else None
     )
     choices = plan_layers(
         core, plan.config.sensitive_layers, core.arch.n_layers, filter_fn, plan.config.fp8_recipe
     )
     names = {c.name for c in choices if c.fp8}
-    if names and plan.config.fp8_backend == "transformer_engine":
+    if names and plan.config.fp8_backend == Backend.TRANSFORMER_ENGINE:
         te_backend.convert(core, names, plan, device)
     elif names:
         torchao_backend.convert(

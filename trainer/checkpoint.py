@@ -261,7 +261,12 @@ def _state_problem(state: dict[str, Any]) -> str | None:
     rng = state["rng"]
     if not isinstance(rng, dict) or not isinstance(rng.get("torch"), torch.Tensor):
         return "'rng' lacks the torch generator state"
-    if rng["torch"].dtype != torch.uint8 or not isinstance(rng.get("cuda", []), list):
+    cuda = rng.get("cuda", [])
+    if (
+        rng["torch"].dtype != torch.uint8
+        or not isinstance(cuda, list)
+        or not all(isinstance(t, torch.Tensor) and t.dtype == torch.uint8 for t in cuda)
+    ):
         return "'rng' holds a malformed generator state"
     py = rng.get("python")
     if not (

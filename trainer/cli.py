@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trainer import __version__, config, configfile, distributed
+from trainer.compare_run import train_compare
 from trainer.config import OTHER_CHOICES, PRECISION_CHOICES
 from trainer.configfile import parse_set
 from trainer.errors import BadInput, Interrupted, TrainerError
@@ -20,7 +21,7 @@ from trainer.info import collect, human
 from trainer.metrics import Sink
 from trainer.model import SIZES
 from trainer.presets import LAYERING_KEYS, PRESETS
-from trainer.run import train, train_compare
+from trainer.run import train
 from trainer.signals import StopRequest
 
 EXIT_CODES_HELP = """\
@@ -134,9 +135,15 @@ def _train_parser(sub: Any) -> None:
     p.add_argument(
         "--compare",
         metavar="A,B",
-        help="A/B: train presets A and B from the same init and data, write a PNG and JSON",
+        help="A/B: train presets A and B from the same init and data, interleaved and compiled "
+        "alike; write a PNG and JSON (also when one side stops)",
     )
-    p.add_argument("--inject-fault", metavar="nan@STEP", help="make the loss NaN/Inf at STEP")
+    p.add_argument(
+        "--inject-fault",
+        metavar="[PRESET:]nan@STEP",
+        help="make the loss NaN (or inf@STEP; weight-nan@STEP: a weight) at STEP; a PRESET: "
+        "prefix hits only that preset's runs (one side of --compare)",
+    )
     p.add_argument(
         "--set",
         action="append",

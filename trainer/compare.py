@@ -1,13 +1,17 @@
 """A/B comparison (seed §4.3: "compare the loss curve against the BF16 baseline first").
 
 Both sides train from the same seed, so they start from the same weights (initialised in fp32,
-then cast) and see the same batches; only the precision preset differs. The summary gives the
-throughput ratio B/A and the loss-curve difference, and is written as JSON next to a PNG plot.
+then cast) and see the same batches; only the precision preset differs (how they are trained:
+trainer/compare_run.py). The summary gives the throughput ratio B/A, the loss-curve difference
+over the steps both trained and, for a side that stopped, the step and the reason; it is
+written as JSON next to a PNG (trainer/figure.py).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +19,6 @@ from typing import Any
 from trainer import figure
 from trainer.mfu import mfu
 from trainer.outcome import Outcome
-from trainer.plot import Panel, Series, chart
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,8 @@ class Side:
     peak_mem_gb: float
     mfu: float | None
     status: str
+    stopped_at: int | None = None  # the step a numerical stop (or a signal) ended this side in
+    reason: str | None = None
 
     @classmethod
     def from_outcome(
@@ -35,6 +40,7 @@ class Side:
         tokens_per_step: int,
         peak_tflops: float | None,
         flops_per_token: float,
+        stopped_at: int | None = None,
     ) -> Side:
         tps = outcome.tokens_per_s(tokens_per_step)
         return cls(
@@ -44,12 +50,21 @@ class Side:
             peak_mem_gb=outcome.peak_mem_gb,
             mfu=mfu(flops_per_token, tps, peak_tflops) if tps and peak_tflops else None,
             status=outcome.status,
+            stopped_at=stopped_at,
+            reason=outcome.message if stopped_at is not None else None,
         )
 
-    def final_loss(self, tail: int) -> float:
-        """Mean of the last `tail` losses (one step's loss is noisy)."""
-        values = [self.losses[s] for s in sorted(self.losses)][-tail:]
-        return sum(values) / len(values)
+    def stop_line(self) -> str | None:
+        """`fp8 stopped at step 7: loss is nan and grad norm is nan`: the figure's label."""
+        if self.stopped_at is None:
+            return None
+        reason = re.sub(r"^step \d+: ", "", self.reason or self.status).split(";")[0]
+        return f"{self.name} stopped at step {self.stopped_at}: {reason}"
+
+
+def _mean_tail(values: list[float], tail: int) -> float | None:
+    """Mean of the last `tail` values (one step's loss is noisy)."""
+    return sum(values[-tail:]) / len(values[-tail:]) if values else None
 
 
 CPU_NOTE = (
@@ -58,11 +73,15 @@ CPU_NOTE = (
 )
 
 
-def summarize(a: Side, b: Side, device: str) -> dict[str, Any]:
+def summarize(
+    a: Side, b: Side, device: str, interleaved_every: int, compiled: bool
+) -> dict[str, Any]:
+    """The comparison over the steps both sides trained; each side's status and stop."""
     steps = sorted(set(a.losses) & set(b.losses))
     diffs = [b.losses[s] - a.losses[s] for s in steps]
     tail = max(1, len(steps) // 10)
-    final_a, final_b = a.final_loss(tail), b.final_loss(tail)
+    final_a = _mean_tail([a.losses[s] for s in steps], tail)
+    final_b = _mean_tail([b.losses[s] for s in steps], tail)
     ratio = b.tokens_per_s / a.tokens_per_s if a.tokens_per_s and b.tokens_per_s else None
     return {
         "a": a.name,
@@ -71,71 +90,99 @@ def summarize(a: Side, b: Side, device: str) -> dict[str, Any]:
         "throughput_ratio": ratio,
         "measured_on": device,
         "throughput_note": CPU_NOTE if device == "cpu" else None,
+        "interleaved_every": interleaved_every,
+        "compiled": compiled,
+        "stopped": [
+            {
+                "side": side.name,
+                "step": side.stopped_at,
+                "status": side.status,
+                "reason": side.reason,
+            }
+            for side in (a, b)
+            if side.stopped_at is not None
+        ],
         "loss_diff": {
             "mean_abs": sum(abs(x) for x in diffs) / len(diffs),
             "max_abs": max(abs(x) for x in diffs),
             "final_tail_steps": tail,
             "final_a": final_a,
             "final_b": final_b,
-            "final_rel": (final_b - final_a) / final_a,
-        },
+            "final_rel": (final_b - final_a) / final_a if final_a and final_b is not None else None,
+        }
+        if diffs
+        else None,
         "runs": {
             side.name: {
                 "tokens_per_s": side.tokens_per_s,
                 "peak_mem_gb": side.peak_mem_gb,
                 "mfu": side.mfu,
                 "status": side.status,
-                "losses": [side.losses[s] for s in steps],
+                "stopped_at": side.stopped_at,
+                "losses": [side.losses[s] for s in sorted(side.losses)],
+                "loss_steps": sorted(side.losses),
             }
             for side in (a, b)
         },
     }
 
 
+def figure_of(summary: dict[str, Any], a: Side, b: Side) -> figure.AbFigure:
+    """What the PNG shows, whichever renderer draws it."""
+    stops = [
+        figure.Stop(side.stopped_at, line)
+        for side in (a, b)
+        if side.stopped_at is not None and (line := side.stop_line()) is not None
+    ]
+    return figure.AbFigure(
+        a=a.name,
+        b=b.name,
+        loss_a=sorted(a.losses.items()),
+        loss_b=sorted(b.losses.items()),
+        ratio=summary["throughput_ratio"],
+        stops=stops,
+        note=summary["throughput_note"],
+    )
+
+
 def write(summary: dict[str, Any], a: Side, b: Side, out_dir: Path) -> tuple[Path, Path]:
+    """The JSON and the PNG, each written beside and renamed into place."""
     stem = f"compare_{a.name}_vs_{b.name}"
     json_path, png_path = out_dir / f"{stem}.json", out_dir / f"{stem}.png"
-    steps = sorted(set(a.losses) & set(b.losses))
-    diff = [(st, b.losses[st] - a.losses[st]) for st in steps]
-    if figure.available():
-        figure.ab_figure(
-            png_path,
-            (a.name, a.losses),
-            (b.name, b.losses),
-            summary["throughput_ratio"],
-            summary["throughput_note"],
-        )
-    else:  # an image without matplotlib: the built-in chart
-        _plain_chart(png_path, a, b, diff)
-    json_path.write_text(json.dumps(summary | {"png": str(png_path)}, indent=1) + "\n")
+    tmp_png = png_path.with_name(f".{stem}.tmp.png")  # the suffix tells matplotlib the format
+    renderer = figure.write_png(tmp_png, figure_of(summary, a, b))
+    tmp_png.replace(png_path)
+    doc = summary | {"png": str(png_path), "png_renderer": renderer}
+    tmp_json = json_path.with_name(f".{json_path.name}.tmp")
+    tmp_json.write_text(json.dumps(_clean(doc), indent=1, allow_nan=False) + "\n")
+    tmp_json.replace(json_path)
     return json_path, png_path
 
 
-def _plain_chart(png_path: Path, a: Side, b: Side, diff: list[tuple[int, float]]) -> None:
-    png_path.write_bytes(
-        chart(
-            [
-                Panel(
-                    f"loss per step: {a.name} vs {b.name}",
-                    [
-                        Series(a.name, sorted(a.losses.items())),
-                        Series(b.name, sorted(b.losses.items())),
-                    ],
-                ),
-                Panel(
-                    f"loss difference {b.name} - {a.name}", [Series(f"{b.name} - {a.name}", diff)]
-                ),
-            ]
-        )
-    )
+def _clean(value: Any) -> Any:
+    """JSON has no NaN: non-finite numbers become null (a stopped side's last loss)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
 
 
 def report(summary: dict[str, Any]) -> list[str]:
     d, a, b = summary["loss_diff"], summary["a"], summary["b"]
     ratio = summary["throughput_ratio"]
     note = f" ({summary['throughput_note']})" if summary.get("throughput_note") else ""
-    return [
+    lines = [
         f"compare {b} vs {a}: throughput x{ratio:.3f}{note}" if ratio else f"compare {b} vs {a}",
-        f"  final loss {a} {d['final_a']:.4f}, {b} {d['final_b']:.4f} ({d['final_rel']:+.2%}); "
-        f"per-step |diff| mean {d['mean_abs']:.4f}, max {d['max_abs']:.4f}",
     ]
+    if d is not None and d["final_rel"] is not None:
+        lines.append(
+            f"  final loss {a} {d['final_a']:.4f}, {b} {d['final_b']:.4f} "
+            f"({d['final_rel']:+.2%}); per-step |diff| mean {d['mean_abs']:.4f}, "
+            f"max {d['max_abs']:.4f}"
+        )
+    for stop in summary["stopped"]:
+        lines.append(f"  {stop['side']} stopped at step {stop['step']}: {stop['status']}")
+    return lines

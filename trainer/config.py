@@ -8,6 +8,7 @@ Layers, in order of precedence: CLI overrides > config file > preset > built-in 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 import types
 import typing
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Union
 
 from trainer.errors import BadInput
+from trainer.fp8.names import Backend, Recipe
 from trainer.presets import DEFAULT_PRESET, PRESETS
 
 PRECISION_CHOICES: Final = {
@@ -25,8 +27,8 @@ PRECISION_CHOICES: Final = {
     "backward_matmul": ("fp32", "bf16", "fp16", "fp8_e5m2", "fp8_e4m3"),
     "activation": ("fp32", "bf16", "fp16"),
     "grad_sync": ("fp32", "bf16"),
-    "fp8_recipe": ("tensorwise", "rowwise", "rowwise_with_gw_hp", "mxfp8"),
-    "fp8_backend": ("torchao", "transformer_engine"),
+    "fp8_recipe": tuple(Recipe),
+    "fp8_backend": tuple(Backend),
     "fp8_size_filter": ("auto", "always", "never"),
 }
 
@@ -77,8 +79,8 @@ class PrecisionConfig:
     grad_sync: str = PRESETS[DEFAULT_PRESET]["grad_sync"]
     stochastic_rounding: bool = False
     checkpoint_interval: int = 120
-    fp8_recipe: str = "tensorwise"
-    fp8_backend: str = "torchao"
+    fp8_recipe: Recipe = Recipe.TENSORWISE
+    fp8_backend: Backend = Backend.TORCHAO
     fp8_size_filter: str = "auto"  # auto: torchao's size filter on CUDA, off on the CPU
     sensitive_layers: tuple[str, ...] = ("embedding", "head", "first_block", "last_block")
     loss_scale_init: float = 65536.0
@@ -215,6 +217,11 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
         if not isinstance(value, str):
             raise BadInput(f"{where}: expected a string, got {value!r}")
         return value
+    if isinstance(annotation, type) and issubclass(annotation, enum.StrEnum):
+        if not isinstance(value, str) or value not in tuple(annotation):
+            choices = ", ".join(annotation)
+            raise BadInput(f"{where}: unknown value {value!r}; choose one of {choices}")
+        return annotation(value)
     raise TypeError(f"unsupported annotation {annotation!r}")  # a bug in this module
 
 
@@ -244,6 +251,7 @@ def _check_choices(cfg: RunConfig) -> None:
 
 
 _SEED_MAX: Final = 2**63 - 1
+_VOCAB_MAX: Final = 2**32
 
 
 def _check_finite(cfg: RunConfig) -> None:
@@ -301,6 +309,11 @@ def _check_ranges(cfg: RunConfig) -> None:
         )
     if t.peak_tflops is not None and t.peak_tflops <= 0:
         raise BadInput(f"train.peak_tflops: must be positive, got {t.peak_tflops}")
+    for key in ("dim", "n_layers", "n_heads", "ffn_dim", "vocab_size", "max_seq_len"):
+        if (size := getattr(cfg.model, key)) is not None and size < 1:  # 0 is not "unset"
+            raise BadInput(f"model.{key}: must be at least 1, got {size}")
+    if (cfg.model.vocab_size or 0) > _VOCAB_MAX:
+        raise BadInput(f"model.vocab_size: at most 2**32 (uint32 ids), got {cfg.model.vocab_size}")
     if cfg.model.rope_theta <= 1:
         raise BadInput(f"model.rope_theta: must exceed 1, got {cfg.model.rope_theta}")
     if not 0 < cfg.model.norm_eps < 1:
@@ -378,17 +391,10 @@ def build(
 
 
 def with_preset(cfg: RunConfig, name: str) -> RunConfig:
-    """`cfg` with the six layering keys of preset `name` (for --compare)."""
+    """`cfg` with the precision keys of preset `name` (the six layering keys, and the FP8
+    recipe for mxfp8), for --compare."""
     if name not in PRESETS:
         raise BadInput(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
-    p = PRESETS[name]
-    precision = dataclasses.replace(
-        cfg.precision,
-        master_weights=p["master_weights"],
-        optimizer_state=p["optimizer_state"],
-        forward_matmul=p["forward_matmul"],
-        backward_matmul=p["backward_matmul"],
-        activation=p["activation"],
-        grad_sync=p["grad_sync"],
-    )
+    keys: dict[str, Any] = dict(PRESETS[name])
+    precision = dataclasses.replace(cfg.precision, **keys)
     return dataclasses.replace(cfg, preset=name, precision=precision)

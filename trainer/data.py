@@ -9,6 +9,7 @@ Nothing is downloaded.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -26,6 +27,7 @@ _SPLITS: Final = {"train": 0, "eval": 1}
 # multiple of 16 (an FP8-eligible shape) and the embedding table a tidy size.
 _VOCAB_ROUND: Final = 64
 _SCAN_LIMIT: Final = 1 << 28  # tokens scanned for the vocabulary size (512 MiB of uint16)
+SYNTHETIC_TOKENS_MAX: Final = 1 << 16  # tokens the synthetic stream uses, at most
 
 Array = npt.NDArray[np.int64]
 
@@ -45,22 +47,25 @@ class SyntheticTokens:
     def __init__(self, vocab_size: int, seed: int) -> None:
         rng = np.random.default_rng([seed, 0xDA7A])
         self.vocab_size = vocab_size
-        size = min(vocab_size, max(64, vocab_size // 8))
+        size = min(vocab_size, max(64, vocab_size // 8), SYNTHETIC_TOKENS_MAX)
         self.subset = rng.choice(vocab_size, size=size, replace=False).astype(np.int64)
-        self.successor = np.zeros(vocab_size, dtype=np.int64)
-        self.successor[self.subset] = rng.permutation(self.subset)
+        # Everything below is indexed by a token's place in `subset`, so memory follows the
+        # subset, not the vocabulary (model.vocab_size 2**32 must reach the memory check).
+        self._order = np.argsort(self.subset)
+        self._successor = self._place(rng.permutation(self.subset))
+        successor = self._successor
         # The permutation's cycles end to end, and where each token sits in them.
         self.cycles = np.zeros(size, dtype=np.int64)
-        self.cycle_start = np.zeros(vocab_size, dtype=np.int64)
-        self.cycle_len = np.ones(vocab_size, dtype=np.int64)
-        self.cycle_pos = np.zeros(vocab_size, dtype=np.int64)
-        seen = np.zeros(vocab_size, dtype=bool)
+        self.cycle_start = np.zeros(size, dtype=np.int64)
+        self.cycle_len = np.ones(size, dtype=np.int64)
+        self.cycle_pos = np.zeros(size, dtype=np.int64)
+        seen = np.zeros(size, dtype=bool)
         filled = 0
-        for first in self.subset:
+        for first in range(size):
             if seen[first]:
                 continue
-            cycle = [int(first)]
-            while (nxt := int(self.successor[cycle[-1]])) != first:
+            cycle = [first]
+            while (nxt := int(successor[cycle[-1]])) != first:
                 cycle.append(nxt)
             members = np.array(cycle, dtype=np.int64)
             seen[members] = True
@@ -70,16 +75,26 @@ class SyntheticTokens:
             self.cycle_pos[members] = np.arange(len(cycle))
             filled += len(cycle)
 
+    def _place(self, tokens: Array) -> Array:
+        """Where each token (of the subset) sits in `subset`."""
+        found: Array = self._order[np.searchsorted(self.subset[self._order], tokens)]
+        return found
+
+    def successor(self, tokens: Array) -> Array:
+        """The token each of `tokens` (of the subset) is followed by, when it is followed."""
+        out: Array = self.subset[self._successor[self._place(tokens)]]
+        return out
+
     def sample(self, rng: np.random.Generator, count: int, length: int) -> Array:
         restart = rng.random((count, length)) >= self.follow_p
         restart[:, 0] = True
-        fresh = self.subset[rng.integers(0, len(self.subset), size=(count, length))]
+        fresh = rng.integers(0, len(self.subset), size=(count, length))  # places in subset
         t = np.arange(length)
         last = np.maximum.accumulate(np.where(restart, t, 0), axis=1)
         start = np.take_along_axis(fresh, last, axis=1)
         steps = t - last
         index = self.cycle_start[start] + (self.cycle_pos[start] + steps) % self.cycle_len[start]
-        out: Array = self.cycles[index]
+        out: Array = self.subset[self.cycles[index]]
         return out
 
 
@@ -159,7 +174,11 @@ def open_source(cfg: DataConfig, seq_len: int, *, vocab_size: int | None, seed: 
             f"data file {path}: {size} bytes is not a whole number of {cfg.token_dtype} tokens "
             "(is data.token_dtype right?)"
         )
-    tokens = np.memmap(path, dtype=dtype, mode="r")
+    try:
+        tokens = np.memmap(path, dtype=dtype, mode="r")
+        fingerprint_sha = ends_sha256(path, size)
+    except OSError as exc:
+        raise BadInput(f"data file {path}: cannot read it ({exc.strerror or exc})") from exc
     n = len(tokens)
     eval_tokens = max(seq_len + 1, int(n * cfg.eval_fraction)) if cfg.eval_fraction else 0
     if n - eval_tokens < seq_len + 1:
@@ -179,8 +198,30 @@ def open_source(cfg: DataConfig, seq_len: int, *, vocab_size: int | None, seed: 
         vocab_size=vocab,
         synthetic=None,
         file=FileTokens(tokens, vocab, eval_tokens),
-        fingerprint={"kind": kind, "path": str(path), "bytes": size},
+        fingerprint={
+            "kind": kind,
+            "bytes": size,
+            "ends_sha256": fingerprint_sha,
+            "token_dtype": cfg.token_dtype if kind == "bin" else "uint8",
+            "eval_fraction": cfg.eval_fraction,
+        },
     )
+
+
+_END: Final = 1 << 20  # bytes hashed at each end of a data file
+
+
+def ends_sha256(path: Path, size: int) -> str:
+    """sha256 of the file's size, first MiB and last MiB: the same data wherever it is mounted,
+    and a regenerated file of the same size is told apart (hashing all of a large corpus at
+    every start would cost minutes)."""
+    digest = hashlib.sha256(str(size).encode())
+    with open(path, "rb") as f:
+        digest.update(f.read(_END))
+        if size > _END:
+            f.seek(max(_END, size - _END))
+            digest.update(f.read(_END))
+    return digest.hexdigest()
 
 
 class Batches:
@@ -231,6 +272,8 @@ class Batches:
         t = torch.from_numpy(seqs)
         if self.device.type == "cuda":
             t = t.pin_memory().to(self.device, non_blocking=True)
+        elif self.device.type != "cpu":
+            t = t.to(self.device)
         return t[:, :-1], t[:, 1:]
 
     def train(self, step: int, micro: int) -> tuple[torch.Tensor, torch.Tensor]:

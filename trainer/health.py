@@ -45,6 +45,12 @@ def lost_updates(unchanged_frac: float, p: PrecisionConfig) -> str | None:
     """
     if unchanged_frac <= LOST_UPDATES_WARN or p.stochastic_rounding:
         return None
+    if p.master_weights == "fp32":  # fp32 already: only a tiny lr (or zero gradients) does it
+        return (
+            f"the optimizer step left {unchanged_frac:.1%} of the fp32 master weights "
+            "unchanged: the updates are below half an fp32 ulp (2**-24 of the weight) or "
+            "the gradients are zero; check the lr and its schedule"
+        )
     return (
         f"the optimizer step left {unchanged_frac:.1%} of the weights unchanged: updates are "
         f"being lost to rounding in master_weights {p.master_weights}; use master_weights "

@@ -14,7 +14,8 @@ from typing import Any
 import torch
 
 from trainer import __version__
-from trainer.fp8 import rules
+from trainer.fp8 import mxfp8, rules
+from trainer.fp8.names import Recipe
 from trainer.machine import cpu_scaled_mm
 from trainer.mfu import peak_for
 from trainer.presets import PRESETS
@@ -51,12 +52,24 @@ def _devices() -> list[dict[str, Any]]:
                 "index": i,
                 "name": name,
                 "compute_capability": f"{major}.{minor}",
-                "fp8": rules.device_problem(name, (major, minor), "tensorwise") is None,
-                "fp8_rowwise": rules.device_problem(name, (major, minor), "rowwise") is None,
+                "fp8": rules.device_problem(name, (major, minor), Recipe.TENSORWISE) is None,
+                "fp8_rowwise": rules.device_problem(name, (major, minor), Recipe.ROWWISE) is None,
+                "mxfp8": rules.device_problem(name, (major, minor), Recipe.MXFP8) is None,
                 "mfu_peak_known": peak_for(name) is not None,
             }
         )
     return out
+
+
+def _mxfp8() -> dict[str, Any]:
+    """MXFP8 training: torchao's module (>= 0.17), the Pythons its CUDA kernels are built for,
+    and what stops it on this install (GPUs: each device's `mxfp8`; the CPU emulates it)."""
+    problem = mxfp8.module_problem()
+    return {
+        "module": problem is None,
+        "cuda_kernels_for": mxfp8.kernel_builds(),
+        "problem": problem or mxfp8.kernel_problem(),
+    }
 
 
 def collect() -> dict[str, Any]:
@@ -72,10 +85,19 @@ def collect() -> dict[str, Any]:
             "torchao": _version("torchao"),
             "transformer_engine": _version(*_TE_DISTRIBUTIONS),
             "scaled_mm_cpu": cpu_scaled_mm(),
+            "mxfp8": _mxfp8(),
         },
         "numpy": _version("numpy"),
         "presets": list(PRESETS),
     }
+
+
+def _mx_line(mx: dict[str, Any]) -> str:
+    if not mx["module"]:
+        return f"no: {mx['problem']}"
+    if mx["problem"]:
+        return f"emulated on the CPU only: {mx['problem']}"
+    return "yes (torchao's module and CUDA kernels for this Python; GPUs: sm_100/sm_103)"
 
 
 def human(info: dict[str, Any]) -> str:
@@ -88,6 +110,7 @@ def human(info: dict[str, Any]) -> str:
         f"torchao      {fp8['torchao'] or 'not installed'}",
         f"TE           {fp8['transformer_engine'] or 'not installed'}",
         f"CPU FP8 GEMM {'yes' if fp8['scaled_mm_cpu'] else 'no'} (torch._scaled_mm on CPU)",
+        f"MXFP8        {_mx_line(fp8['mxfp8'])}",
         f"presets      {', '.join(info['presets'])}",
     ]
     if not info["devices"]:
@@ -97,8 +120,9 @@ def human(info: dict[str, Any]) -> str:
     for dev in info["devices"]:
         fp8 = "yes" if dev["fp8"] else "no"
         rowwise = "yes" if dev["fp8_rowwise"] else "no"
+        mx = "yes" if dev["mxfp8"] else "no"
         lines.append(
             f"GPU {dev['index']}        {dev['name']} (CC {dev['compute_capability']}, "
-            f"FP8 {fp8}, row-wise {rowwise})"
+            f"FP8 {fp8}, row-wise {rowwise}, MXFP8 {mx})"
         )
     return "\n".join(lines)

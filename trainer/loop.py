@@ -10,20 +10,23 @@ keeps the order of things per step and the records it logs.
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Generator, Iterator
+from typing import Any, Final
 
 import torch
 
 from trainer import checkpoint, health, profiling, train_state, train_step
 from trainer.assemble import Run
 from trainer.distributed import all_reduce
-from trainer.errors import Interrupted, NumericalStop
+from trainer.errors import Interrupted, NumericalStop, TrainerError
 from trainer.metrics import Sink, Window, peak_memory_gb, train_line
 from trainer.mfu import mfu
 from trainer.outcome import Outcome
 from trainer.presets import LAYERING_KEYS
 from trainer.schedule import lr_at
 from trainer.signals import StopRequest
+
+SLOW_SAVE_S: Final = 20.0  # a save slower than this may not fit a SIGTERM's grace period
 
 
 class Loop:
@@ -48,6 +51,9 @@ class Loop:
         self.skipped_steps = 0
         self.warned_lost = False
         self.last_unchanged: float | None = None
+        self.warmed_up = False
+        self.warned_slow_save = False
+        self.step_in_flight = self.start_step  # the step a stop happened in
         self.profiler: torch.profiler.profile | None = None
         if run.resume is not None:
             state = run.resume.state
@@ -70,10 +76,11 @@ class Loop:
         return rec
 
     def _train_record(
-        self, step: int, loss: float, grad_norm: float, lr: float, times: list[float]
+        self, step: int, loss: float, grad_norm: float, lr: float, times: list[tuple[float, bool]]
     ) -> dict[str, Any]:
         run = self.run
-        step_time = sum(times) / len(times)
+        counted = [t for t, timed in times if timed] or [t for t, _ in times]
+        step_time = sum(counted) / len(counted)
         tps = self.tokens_per_step / step_time if step_time > 0 else 0.0
         mem, mem_kind = peak_memory_gb(run.dist.device)
         rec = self._base("train", step) | {
@@ -102,10 +109,7 @@ class Loop:
         monitor = self.run.fp8_monitor
         if monitor is None:
             return {}
-        table = monitor.table()
-        table = torch.nan_to_num(table, nan=-1.0)
-        all_reduce(table, op="max")
-        table[table < 0] = float("nan")
+        table = all_reduce(monitor.table(self.run.dist.device), op="max")
         fields, warnings = monitor.summarize(table.cpu())
         for w in warnings:
             self.sink.warn(w)
@@ -138,11 +142,22 @@ class Loop:
             "grad_norms": list(self.grad_norms.values),
             "skipped_steps": self.skipped_steps,
         }
+        started = time.perf_counter()
         path = train_state.save(self.run, step, loop_state, self.outcome.checkpoint)
         if path is None:
             return
         self.outcome.checkpoint = str(path)
         self.sink.say(f"checkpoint {path}")
+        seconds = time.perf_counter() - started
+        if seconds > SLOW_SAVE_S and not self.warned_slow_save:
+            self.warned_slow_save = True
+            gb = (path / checkpoint.STATE_FILE).stat().st_size / 1e9
+            self.sink.warn(
+                f"saving {path.name} took {seconds:.0f} s ({gb:.1f} GB at {gb / seconds:.2f} "
+                "GB/s): a SIGTERM checkpoint must fit the stop timeout (podman --stop-timeout, "
+                "Kubernetes terminationGracePeriodSeconds; torchrun waits 30 s for its workers). "
+                f"Allow at least {2 * seconds:.0f} s, or checkpoint to a faster disk"
+            )
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -163,18 +178,23 @@ class Loop:
             self.warned_lost = True
         return frac
 
-    def _train(self) -> None:
+    def _steps(self) -> Iterator[int]:
+        """The steps, yielded as each is done (log, eval and checkpoint included)."""
         run, cfg = self.run, self.run.cfg
         t = cfg.train
         last = t.stop_at or t.steps
         interval = cfg.precision.checkpoint_interval
-        times: list[float] = []
+        times: list[tuple[float, bool]] = []  # this log interval's (seconds, timed) per step
         tick = time.perf_counter()
         for step in range(self.start_step + 1, last + 1):
+            self.step_in_flight = step
             lr = lr_at(
                 step, peak=run.lr, steps=t.steps, warmup=run.warmup, min_ratio=t.min_lr_ratio
             )
             log_now = step % cfg.log_interval == 0 or step == last
+            # compiled runs measure FP8 statistics eagerly on log steps (train_step.backward):
+            # throughput counts the other steps, the same ones for every preset of an A/B
+            timed = not (log_now and run.compiled)
             try:
                 loss_t, norm_t = train_step.backward(run, self.params, step, lr, arm=log_now)
             except torch.OutOfMemoryError as exc:
@@ -184,9 +204,9 @@ class Loop:
             if train_step.optimizer_step(run, self.params, step, loss, grad_norm, measure=log_now):
                 self.skipped_steps += 1
             now = time.perf_counter()
-            times.append(now - tick)
+            times.append((now - tick, timed))
             tick = now
-            self._account(step, loss, times[-1])
+            self._account(step, loss, times[-1][0], timed)
             self.grad_norms.add(grad_norm)
             spike = self.spikes.observe(step, loss)
             if spike is not None:
@@ -208,15 +228,21 @@ class Loop:
                 raise self._interrupted(step)
             if self.profiler is not None:
                 self.profiler.step()
-            tick = time.perf_counter()  # checkpoint and eval time is not step time
+            yield step
+            tick = time.perf_counter()  # checkpoint, eval and --compare's other side: not step time
 
-    def _account(self, step: int, loss: float, seconds: float) -> None:
+    def _account(self, step: int, loss: float, seconds: float, timed: bool) -> None:
         o = self.outcome
         if o.first_loss is None:
             o.first_loss = loss
-        else:  # the invocation's first step warms up (allocator, compile)
+        if not timed:
+            o.untimed_steps += 1
+            o.untimed_seconds += seconds
+        elif self.warmed_up:
             o.steady_steps += 1
             o.steady_seconds += seconds
+        else:  # the invocation's first timed step warms up (allocator, compile)
+            self.warmed_up = True
         o.step, o.final_loss = step, loss
         o.tokens += self.tokens_per_step * self.run.dist.world
         if self.keep_curve:
@@ -237,10 +263,22 @@ class Loop:
 
     def train(self) -> Outcome:
         """Run to train.steps (or stop_at); the summary record is written whatever happens."""
-        started = time.perf_counter()
+        for _ in self.stepping():
+            pass
+        return self.outcome
+
+    def stepping(self) -> Generator[int]:
+        """The run one optimizer step at a time: `train` runs it through, --compare interleaves
+        two (trainer/compare_run.py). `wall_s` counts only the time spent in this run, and the
+        summary record is written whatever ends it."""
         self.profiler = profiling.start(self.run, self.sink)
+        resumed: float | None = time.perf_counter()
         try:
-            self._train()
+            for step in self._steps():
+                self.outcome.wall_s += time.perf_counter() - (resumed or 0.0)
+                resumed = None
+                yield step
+                resumed = time.perf_counter()
             t = self.run.cfg.train
             self.outcome.status = "stopped_at" if t.stop_at and t.stop_at < t.steps else "completed"
         except NumericalStop as exc:
@@ -249,14 +287,17 @@ class Loop:
         except Interrupted as exc:
             self.outcome.status, self.outcome.message = "interrupted", str(exc)
             raise
+        except TrainerError as exc:  # out of memory, a full disk: still a summary
+            self.outcome.status, self.outcome.message = "error", str(exc)
+            raise
         finally:
             if self.profiler is not None:
                 self.profiler.stop()
                 self.profiler = None
-            self.outcome.wall_s = time.perf_counter() - started
+            if resumed is not None:
+                self.outcome.wall_s += time.perf_counter() - resumed
             if self.outcome.status != "running":
                 self.sink.record(self.summary())
-        return self.outcome
 
     def summary(self) -> dict[str, Any]:
         o, run = self.outcome, self.run
@@ -282,6 +323,8 @@ class Loop:
             "preset": run.cfg.preset,
             "precision": {k: getattr(run.plan.config, k) for k in LAYERING_KEYS},
             "fp8_layers": sum(1 for c in run.fp8_layers if c.fp8),
+            "fp8_flops_share": run.fp8_share.share if run.fp8_share else None,
+            "fp8_speed_ceiling": run.fp8_share.ceiling if run.fp8_share else None,
             "device": run.device_name,
             "world_size": run.dist.world,
         }

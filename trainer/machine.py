@@ -12,6 +12,7 @@ from trainer import memory, precision
 from trainer.distributed import Dist
 from trainer.errors import BadInput
 from trainer.fp8 import rules
+from trainer.fp8.names import Backend
 
 
 def cpu_scaled_mm() -> bool:
@@ -29,7 +30,7 @@ def check_device(plan: precision.Plan, device: torch.device) -> str:
     """The device's name; BadInput when it cannot run this precision plan."""
     if device.type == "cpu":
         if plan.uses_fp8:
-            if plan.config.fp8_backend == "transformer_engine":
+            if plan.config.fp8_backend == Backend.TRANSFORMER_ENGINE:
                 raise BadInput("fp8_backend transformer_engine runs on CUDA devices only")
             if not cpu_scaled_mm():
                 raise BadInput(
@@ -75,11 +76,19 @@ def check_compiler() -> None:
     )
 
 
-def check_memory(need: memory.Estimate, d: Dist, recompute: str) -> None:
+def check_memory(need: memory.Estimate, d: Dist, recompute: str, reserved: float = 0.0) -> None:
+    """`reserved`: bytes another model in this process will still take (--compare's first
+    side: its optimizer state and activations appear at its first step)."""
     have, where = memory.available(d.device)
-    if have is not None and need.total > have:
+    if have is not None and need.total + reserved > have:
+        besides = (
+            f" besides {reserved / (1 << 30):.1f} GiB for the other side of --compare (both "
+            "models live at once)"
+            if reserved
+            else ""
+        )
         raise BadInput(
-            f"this configuration needs about {need.describe()}, more than the "
+            f"this configuration needs about {need.describe()}{besides}, more than the "
             f"{have / (1 << 30):.1f} GiB {where}: "
             f"{memory.advice(d.mode, recompute)}. (train.memory_check false skips "
             "this check)"

@@ -1,15 +1,18 @@
 """How much memory a step needs, per process, before anything is allocated.
 
 The estimate adds what lives through a step: weights (in `master_weights`), gradients (the
-same dtype), the two AdamW moments (`optimizer_state`), the optimizer's fp32 temporaries
-(trainer.optim computes the update in fp32), a low-precision weight copy when autocast casts
-fp32 masters, DDP's gradient buckets, and the activations autograd keeps for the backward.
-FSDP2 divides the first four by the number of processes. Activations per layer follow the
-model in trainer/model.py tensor by tensor (norm inputs, q/k/v with their fp32 rotary copies,
-the attention output, the MLP's gate/up and product), in the spirit of Korthikanti et al.,
-"Reducing Activation Recomputation in Large Transformer Models" (arXiv:2205.05198), with
-fused attention (no T x T score matrix), plus the logits and their fp32 loss copies.
-It is an estimate (allocator slack, the CUDA context and fragmentation come on top), so a run
+same dtype), the two AdamW moments (`optimizer_state`) and DDP's gradient buckets; on top, the
+larger of two phases: forward and backward (the activations autograd keeps, and a
+low-precision copy of the weights when autocast or the FP8 layers cast fp32 masters, per
+micro-batch) and the optimizer step (its fp32 temporaries, trainer.optim computing the update
+in fp32, and on log steps the copy of the weights that counts unchanged elements). FSDP2
+divides the persistent parts and the step's by the number of processes. Activations per
+layer follow the model in trainer/model.py tensor by tensor (norm inputs, q/k/v with their
+fp32 rotary copies, the attention output, the MLP's gate/up and product), in the spirit of
+Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models"
+(arXiv:2205.05198), with fused attention (no T x T score matrix), plus the logits and their
+fp32 loss copies. benchmarks/memory_estimate.py holds it to the CPU allocator's peak (within
+15 %). It is an estimate (allocator slack, the CUDA context and fragmentation come on top), so a run
 it refuses could be forced with `train.memory_check: false`.
 """
 
@@ -44,23 +47,31 @@ class Estimate:
     weights: float  # bytes, per process
     grads: float
     optimizer: float
-    step_temporaries: float
-    compute_copies: float
+    step_temporaries: float  # the optimizer step's fp32 temporaries and unchanged-count copy
+    compute_copies: float  # low-precision weight copies, during forward and backward
     activations: float
+    buckets: float = 0.0  # DDP's gradient buckets
+
+    @property
+    def pending(self) -> float:
+        """What is not allocated yet when the model is built: all but the weights."""
+        return self.total - self.weights
 
     @property
     def total(self) -> float:
-        # activations are freed as gradients appear and before the optimizer's temporaries
-        resident = self.weights + self.grads + self.optimizer + self.compute_copies
-        return resident + max(self.activations, self.step_temporaries)
+        # the activations and compute copies are freed before the optimizer step begins
+        resident = self.weights + self.grads + self.optimizer + self.buckets
+        return resident + max(self.activations + self.compute_copies, self.step_temporaries)
 
     def describe(self) -> str:
         g = _GIB
         return (
             f"{self.total / g:.1f} GiB per process (weights {self.weights / g:.1f}, "
             f"gradients {self.grads / g:.1f}, optimizer {self.optimizer / g:.1f}, "
-            f"activations {self.activations / g:.1f}, optimizer-step temporaries "
-            f"{self.step_temporaries / g:.1f}, compute copies {self.compute_copies / g:.1f})"
+            f"activations {self.activations / g:.1f}, compute copies "
+            f"{self.compute_copies / g:.1f}, optimizer-step temporaries "
+            f"{self.step_temporaries / g:.1f}"
+            + (f", DDP buckets {self.buckets / g:.1f})" if self.buckets else ")")
         )
 
 
@@ -96,11 +107,10 @@ def estimate(
     weights = n * w / shard
     grads = n * w / shard
     optimizer = 2 * n * s / shard
-    # trainer.optim: the fp32 denominator, plus fp32 copies of whatever is not fp32
-    temporaries = n * 4 * (1 + (w != 4) * 2 + (s != 4) * 2) / shard
+    # trainer.optim: the fp32 denominator, plus fp32 copies of whatever is not fp32, plus the
+    # weights' clone that counts unchanged elements on log steps
+    temporaries = (n * 4 * (1 + (w != 4) * 2 + (s != 4) * 2) + n * w) / shard
     copies = n * _size(plan.compute) if plan.master != plan.compute else 0.0
-    if mode == "ddp":
-        copies += n * w  # the gradient buckets
     return Estimate(
         params=n,
         weights=weights,
@@ -109,6 +119,7 @@ def estimate(
         step_temporaries=temporaries,
         compute_copies=float(copies),
         activations=_activation_bytes(arch, plan, micro * seq_len, recompute),
+        buckets=float(n * w) if mode == "ddp" else 0.0,
     )
 
 

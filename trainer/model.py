@@ -64,13 +64,17 @@ def resolve_arch(cfg: ModelConfig, vocab_size: int) -> Arch:
     if cfg.size not in SIZES:
         raise BadInput(f"model.size: unknown size {cfg.size!r}; choose one of {', '.join(SIZES)}")
     base = SIZES[cfg.size]
+
+    def chosen(value: int | None, default: int) -> int:
+        return default if value is None else value  # 0 is a value (refused below), not unset
+
     arch = Arch(
-        dim=cfg.dim or base.dim,
-        n_layers=cfg.n_layers or base.n_layers,
-        n_heads=cfg.n_heads or base.n_heads,
-        ffn_dim=cfg.ffn_dim or base.ffn_dim,
-        vocab_size=cfg.vocab_size or vocab_size,
-        max_seq_len=cfg.max_seq_len or base.max_seq_len,
+        dim=chosen(cfg.dim, base.dim),
+        n_layers=chosen(cfg.n_layers, base.n_layers),
+        n_heads=chosen(cfg.n_heads, base.n_heads),
+        ffn_dim=chosen(cfg.ffn_dim, base.ffn_dim),
+        vocab_size=chosen(cfg.vocab_size, vocab_size),
+        max_seq_len=chosen(cfg.max_seq_len, base.max_seq_len),
         rope_theta=cfg.rope_theta,
         norm_eps=cfg.norm_eps,
     )

@@ -105,8 +105,9 @@ class AdamW(torch.optim.Optimizer):
                 torch._foreach_copy_(store, computed)
         if before is not None:
             same = torch.stack([(a == b).sum() for a, b in zip(before, weights, strict=True)])
-            counted = torch.stack([same.sum(), torch.tensor(sum(t.numel() for t in weights))])
-            counted = counted.to(torch.float64)
+            # both counts on the weights' device: a CPU scalar cannot join a device tensor
+            total = same.new_tensor(sum(t.numel() for t in weights), dtype=torch.float64)
+            counted = torch.stack([same.sum().to(torch.float64), total])
             self.unchanged = counted if self.unchanged is None else self.unchanged + counted
 
 

@@ -22,9 +22,16 @@ class Outcome:
     message: str | None = None
     steady_steps: int = 0
     steady_seconds: float = 0.0
+    untimed_steps: int = 0  # compiled log steps (eager FP8 statistics): not steady state
+    untimed_seconds: float = 0.0
 
     def tokens_per_s(self, tokens_per_step: int) -> float | None:
-        """Tokens/s per device after the first step of this invocation (warm-up, compile)."""
-        if not self.steady_steps or self.steady_seconds <= 0:
+        """Tokens/s per device over the steady steps: after the first timed step of this
+        invocation (warm-up, compile), without the compiled runs' log steps; over those when
+        every step was one (log interval 1)."""
+        steps, seconds = self.steady_steps, self.steady_seconds
+        if not steps:
+            steps, seconds = self.untimed_steps, self.untimed_seconds
+        if not steps or seconds <= 0:
             return None
-        return tokens_per_step * self.steady_steps / self.steady_seconds
+        return tokens_per_step * steps / seconds

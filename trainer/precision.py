@@ -14,6 +14,7 @@ import torch
 
 from trainer.config import PrecisionConfig
 from trainer.errors import BadInput
+from trainer.fp8.names import ROWWISE_RECIPES, Backend, Recipe
 
 DTYPES: Final = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 FP8_DTYPES: Final = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
@@ -60,26 +61,26 @@ def problems(p: PrecisionConfig) -> list[str]:
             f"activation {p.activation} with {compute} matmuls: activations are kept either in "
             "fp32 or in the matmul dtype"
         )
-    if p.fp8_recipe == "mxfp8" and fwd8 and p.backward_matmul != "fp8_e4m3":
+    if p.fp8_recipe == Recipe.MXFP8 and fwd8 and p.backward_matmul != "fp8_e4m3":
         out.append(
             "fp8_recipe mxfp8 casts all three GEMMs to E4M3 with 32-element blocks (torchao's "
             "MXFP8 training): set backward_matmul fp8_e4m3"
         )
-    if bwd8 and p.fp8_backend == "torchao" and p.fp8_recipe != "mxfp8":
-        rowwise = p.fp8_recipe.startswith("rowwise")
+    if bwd8 and p.fp8_backend == Backend.TORCHAO and p.fp8_recipe != Recipe.MXFP8:
+        rowwise = p.fp8_recipe in ROWWISE_RECIPES
         if rowwise and p.backward_matmul == "fp8_e5m2":
             out.append(
                 f"fp8_recipe {p.fp8_recipe} casts gradients to E4M3 (torchao's rowwise recipes); "
                 "set backward_matmul fp8_e4m3, or use fp8_recipe tensorwise for E5M2"
             )
-    if p.fp8_backend == "transformer_engine":
+    if p.fp8_backend == Backend.TRANSFORMER_ENGINE:
         if not fwd8 or not bwd8:
             out.append(
                 "fp8_backend transformer_engine casts forward and backward: set forward_matmul "
                 "fp8_e4m3 and backward_matmul fp8_e5m2 (HYBRID) or fp8_e4m3, or use torchao for "
                 "an FP8 forward with a BF16 backward"
             )
-        if p.fp8_recipe != "tensorwise":
+        if p.fp8_recipe != Recipe.TENSORWISE:
             out.append(
                 "fp8_backend transformer_engine uses its own per-tensor recipe: set fp8_recipe "
                 "tensorwise"

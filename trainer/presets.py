@@ -9,12 +9,17 @@ master weights lose every update smaller than half a BF16 ulp (2**-9 of the weig
 350m model's LR floor is most of them. BF16 masters remain a choice (`master_weights: bf16`,
 best with `stochastic_rounding: true`). `fp16` is classic mixed precision (FP32 master weights, FP16
 matmuls, a GradScaler) and `fp32` is the plain reference the distributed tests compare against.
+`mxfp8` is `fp8` with torchao's MXFP8 block scaling: E4M3 everywhere (the recipe casts
+gradients to E4M3 too) with one scale per 32 elements; it is the one preset that also sets the
+FP8 recipe.
 """
 
 from __future__ import annotations
 
 from types import MappingProxyType
 from typing import Final
+
+from trainer.fp8.names import Recipe
 
 LAYERING_KEYS: Final = (
     "master_weights",
@@ -39,6 +44,9 @@ PRESETS: Final = MappingProxyType(
         "bf16": MappingProxyType(_SEED_DEFAULT | {"forward_matmul": "bf16"}),
         "fp8-fwd": MappingProxyType(dict(_SEED_DEFAULT)),
         "fp8": MappingProxyType(_SEED_DEFAULT | {"backward_matmul": "fp8_e5m2"}),
+        "mxfp8": MappingProxyType(
+            _SEED_DEFAULT | {"backward_matmul": "fp8_e4m3", "fp8_recipe": Recipe.MXFP8}
+        ),
         "fp16": MappingProxyType(
             {
                 "master_weights": "fp32",

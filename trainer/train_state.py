@@ -30,9 +30,13 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
+    """The CUDA states only onto as many GPUs as saved them (another node shape starts those
+    generators from their seeds; the trainer draws nothing random on the GPU but stochastic
+    rounding's noise)."""
     torch.set_rng_state(state["torch"])
-    if state.get("cuda") and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    cuda = state.get("cuda") or []
+    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda)
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
 
@@ -56,8 +60,11 @@ def check_finite(run: Run, step: int, last_checkpoint: str | None) -> None:
     for state in run.optimizer.state.values():
         tensors += [v for v in state.values() if isinstance(v, torch.Tensor)]
     local = [getattr(t, "to_local", lambda t=t: t)() for t in tensors]
-    bad = torch.stack([~torch.isfinite(t).all() for t in local if t.is_floating_point()])
-    count = all_reduce(bad.sum().float().to(run.dist.device)).item()
+    # the optimizer's step counters live on the CPU, the rest on the device: one flag each,
+    # gathered on the device (torch.stack takes no CPU tensor beside device tensors)
+    device = run.dist.device
+    flags = [(~torch.isfinite(t).all()).to(device) for t in local if t.is_floating_point()]
+    count = all_reduce(torch.stack(flags).sum().float()).item()
     if count:
         kept = last_checkpoint or "none was written yet"
         raise NumericalStop(

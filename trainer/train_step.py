@@ -3,6 +3,7 @@ stop flag agreed across ranks (one all-reduce), health checks, then the step its
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -13,6 +14,15 @@ from trainer.distributed import all_reduce, no_sync
 from trainer.errors import NumericalStop, OutOfMemory
 from trainer.fp8 import torchao_backend
 from trainer.signals import StopRequest
+
+
+def _eager(on: bool) -> contextlib.AbstractContextManager[object]:
+    """The FP8 monitor's hooks do not run inside compiled blocks (Dynamo skips hooks added
+    after compiling): the monitored micro-batch runs eagerly, its statistics are the step's."""
+    if not on:
+        return contextlib.nullcontext()
+    stance: contextlib.AbstractContextManager[object] = torch.compiler.set_stance("force_eager")
+    return stance
 
 
 def backward(
@@ -29,7 +39,7 @@ def backward(
             assert run.fp8_monitor is not None
             run.fp8_monitor.arm()
         x, y = run.batches.train(step, micro)
-        with run.weight_context():
+        with run.weight_context(), _eager(armed and run.compiled):
             with no_sync(run.model, micro == accum - 1), run.forward_context():
                 loss = run.model(x, y)
             if run.fault is not None and run.fault[1] == step and run.fault[0] != "weight-nan":
@@ -61,6 +71,7 @@ def optimizer_step(
     """Health checks and the optimizer step; True when the GradScaler skipped it (overflow)."""
     skipped = False
     run.optimizer.measure = measure
+    run.optimizer.unchanged = None  # a step the GradScaler skips measures nothing
     if run.scaler is None:
         health.check_finite(step, loss, grad_norm)
         run.optimizer.step()

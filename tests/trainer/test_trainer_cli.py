@@ -59,7 +59,9 @@ def test_help_and_info_in_a_real_process() -> None:
     data = json.loads(info.stdout)
     assert set(data) >= INFO_KEYS
     assert data["trainer_version"] == trainer.__version__
-    assert set(data["fp8"]) == {"torchao", "transformer_engine", "scaled_mm_cpu"}
+    assert set(data["fp8"]) == {"torchao", "transformer_engine", "scaled_mm_cpu", "mxfp8"}
+    assert data["fp8"]["mxfp8"]["module"] is True  # torchao 0.18 has MXFP8 training
+    assert "mxfp8" in data["presets"]
     assert data["fp8"]["scaled_mm_cpu"] is True and data["fp8"]["torchao"]
     if not data["cuda_available"]:
         assert data["devices"] == []
@@ -124,7 +126,7 @@ BAD_INPUTS: list[tuple[str, ArgsFor, str]] = [
     ("compare with one preset", lambda t: ["--compare", "bf16"], "name two presets"),
     ("compare a preset with itself", lambda t: ["--compare", "bf16,bf16"], "name two presets"),
     ("compare an unknown preset", lambda t: ["--compare", "bf16,fp4"], "unknown preset(s) fp4"),
-    ("bad fault spec", lambda t: ["--inject-fault", "boom"], "expected nan@STEP"),
+    ("bad fault spec", lambda t: ["--inject-fault", "boom"], "expected [PRESET:]nan@STEP"),
     ("unknown --set key", lambda t: ["--set", "train.stepz=3"], "unknown key(s) stepz"),
     ("bad sensitive glob", lambda t: ["--sensitive-layers", "blocks.*.nope"], "match no module"),
     (

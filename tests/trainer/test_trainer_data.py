@@ -69,7 +69,7 @@ def test_synthetic_data_is_learnable_structure() -> None:
     src = open_source(DataConfig(), 8, vocab_size=None, seed=3)
     x, y = _batches(src).train(1, 0)
     assert src.synthetic is not None
-    follows = (src.synthetic.successor[x.numpy()] == y.numpy()).mean()
+    follows = (src.synthetic.successor(x.numpy()) == y.numpy()).mean()
     assert 0.7 < follows < 0.9  # 0.8 by construction, plus random hits
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import resource
 import signal
 from collections.abc import Callable
@@ -46,6 +47,10 @@ BAD_NUMBERS: list[tuple[list[str], str]] = [
     (["--ckpt-dir", ""], "checkpoint.dir: an empty path"),
     (["--metrics-file", ""], "metrics.file: an empty path"),
     (["--master-weights", "fp32", "--stochastic-rounding"], "nothing to round"),
+    (["--set", "model.dim=0"], "model.dim: must be at least 1, got 0"),  # not "the default"
+    (["--set", "model.n_heads=0"], "model.n_heads: must be at least 1, got 0"),
+    (["--set", "model.vocab_size=1000000000000"], "model.vocab_size: at most 2**32"),
+    (["--set", "model.vocab_size=4294967296"], "GiB per process"),  # the memory check, not numpy
 ]
 
 
@@ -81,7 +86,7 @@ def test_the_1b_model_at_batch_64_is_refused_on_the_cpu(run_cli: RunCli) -> None
 
 
 def test_out_of_memory_in_a_step_names_the_step_and_the_estimate(
-    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """A CUDA OOM cannot happen on this machine: the model's forward raises torch's OOM error
     (what the CUDA allocator raises) at step 2."""
@@ -97,10 +102,15 @@ def test_out_of_memory_in_a_step_names_the_step_and_the_estimate(
         return real(self, idx, targets)
 
     monkeypatch.setattr(Transformer, "forward", forward)
-    res = run_cli("train", *QUICK, "--preset", "bf16", "--steps", "4")
+    metrics = tmp_path / "m.jsonl"
+    res = run_cli(
+        "train", *QUICK, "--preset", "bf16", "--steps", "4", "--metrics-file", str(metrics)
+    )
     assert res.code == EXIT_BAD_INPUT
     last = res.err.strip().splitlines()[-1]
     assert last.startswith("error: step 2: out of memory") and "estimated" in last
+    (summary,) = records(metrics, "summary")  # the run's end is recorded, whatever ended it
+    assert summary["status"] == "error" and "out of memory" in summary["message"]
 
 
 @pytest.mark.parametrize(("master", "warns"), [("bf16", True), ("fp32", False)])
@@ -212,11 +222,37 @@ def _drop_param_groups(state: dict[str, object]) -> None:
     del optim["param_groups"]
 
 
+def _drop_a_model_tensor(state: dict[str, object]) -> None:
+    model = state["model"]
+    assert isinstance(model, dict)
+    del model["blocks.1.mlp.down.weight"]  # set_model_state_dict alone would keep the fresh init
+
+
+def _truncate_torch_rng(state: dict[str, object]) -> None:
+    rng = state["rng"]
+    assert isinstance(rng, dict)
+    rng["torch"] = rng["torch"][:100]
+
+
+def _reshape_a_moment(state: dict[str, object]) -> None:
+    optim = state["optimizer"]
+    assert isinstance(optim, dict)
+    moments = next(iter(optim["state"].values()))
+    moments["exp_avg"] = moments["exp_avg"].reshape(-1)[:7]
+
+
 MALFORMED: list[tuple[str, Callable[[Path], None], str]] = [
     ("meta step a string", lambda p: _edit_meta(p, "step", "two"), "'step' should be"),
     ("meta without arch", lambda p: _edit_meta(p, "arch", None), "'arch' is missing"),
     ("wrong model keys", lambda p: _edit_state(p, _rename_model_keys), "does not fit this model"),
+    (
+        "a model tensor missing",
+        lambda p: _edit_state(p, _drop_a_model_tensor),
+        "lacks model tensor(s) blocks.1.mlp.down.weight",
+    ),
     ("bad python rng", lambda p: _edit_state(p, _garble_python_rng), "Python random state"),
+    ("torch rng truncated", lambda p: _edit_state(p, _truncate_torch_rng), "RNG state does not"),
+    ("a moment reshaped", lambda p: _edit_state(p, _reshape_a_moment), "optimizer exp_avg of"),
     ("optimizer lacks groups", lambda p: _edit_state(p, _drop_param_groups), "param_groups"),
 ]
 
@@ -264,6 +300,44 @@ def test_resume_guards_and_the_fallback_to_an_older_checkpoint(
     assert "--resume-anyway: continuing" in res.err and "train.seed 1234 -> 7" in res.err
 
 
+@pytest.mark.integration
+def test_a_changed_schedule_is_refused_and_other_changes_are_named(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    ckpt = tmp_path / "ck"
+    common = ("train", *QUICK, "--preset", "bf16", "--ckpt-dir", str(ckpt))
+    assert run_cli(*common, "--steps", "6", "--stop-at", "3").code == 0
+    res = run_cli(*common, "--steps", "12", "--resume")  # the cosine stretched: an LR jump
+    assert res.code == EXIT_BAD_INPUT and "train.steps 6 -> 12" in res.err
+    res = run_cli(*common, "--steps", "6", "--lr", "1e-2", "--resume")
+    assert res.code == EXIT_BAD_INPUT and "train.lr 0.003 -> 0.01" in res.err
+    res = run_cli(
+        *common, "--steps", "6", "--resume", "--set", "train.weight_decay=0.0",
+        "--set", "train.beta2=0.99", "--sensitive-layers", "embedding,head",
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    named = res.err.split("changed settings: ", 1)[1]
+    assert "train.weight_decay 0.1 -> 0.0" in named and "train.beta2 0.95 -> 0.99" in named
+    assert "precision.sensitive_layers" in named
+
+
+@pytest.mark.integration
+def test_the_data_fingerprint_is_the_content_not_the_path(run_cli: RunCli, tmp_path: Path) -> None:
+    tokens = bytes(range(256)) * 40  # a text file of 10240 bytes
+    first, moved = tmp_path / "a.txt", tmp_path / "elsewhere" / "a.txt"
+    first.write_bytes(tokens)
+    moved.parent.mkdir()
+    moved.write_bytes(tokens)
+    ckpt = tmp_path / "ck"
+    common = ("train", *QUICK, "--preset", "bf16", "--steps", "4", "--ckpt-dir", str(ckpt))
+    assert run_cli(*common, "--data", str(first), "--stop-at", "2").code == 0
+    res = run_cli(*common, "--data", str(moved), "--resume", "--stop-at", "3")
+    assert res.code == 0, res.err  # the same bytes at another mount
+    first.write_bytes(tokens[::-1])  # regenerated: the same size, other tokens
+    res = run_cli(*common, "--data", str(first), "--resume")
+    assert res.code == EXIT_BAD_INPUT and "ends_sha256" in res.err
+
+
 def _limit_file_size() -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
     resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
@@ -285,3 +359,53 @@ def test_a_full_disk_during_a_checkpoint_is_exit_2_and_leaves_the_older_ones(
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: checkpoint dir") and "File too large" in last
     assert list(ckpt.iterdir()) == []  # no temporary left behind
+
+
+def test_the_lost_update_warning_fits_the_master_weights() -> None:
+    from trainer.config import PrecisionConfig
+    from trainer.health import lost_updates
+
+    fp32 = lost_updates(0.5, PrecisionConfig())
+    assert fp32 is not None and "fp32 master weights" in fp32 and "use master_weights" not in fp32
+    bf16 = lost_updates(0.5, PrecisionConfig(master_weights="bf16"))
+    assert bf16 is not None and "use master_weights fp32" in bf16
+
+
+def test_a_step_the_grad_scaler_skips_reports_no_unchanged_count() -> None:
+    """unchanged_frac was the previous step's on a skipped fp16 step."""
+    from types import SimpleNamespace
+
+    from trainer import train_step
+    from trainer.config import RunConfig
+    from trainer.optim import AdamW
+
+    weight = torch.nn.Parameter(torch.ones(4))
+    optimizer = AdamW(
+        [weight], lr=0.1, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0, state_dtype=torch.float32
+    )
+    run = SimpleNamespace(
+        optimizer=optimizer, scaler=None, cfg=RunConfig(), fault=None, fp8_all_gather=False
+    )
+    weight.grad = torch.ones(4)
+    assert not train_step.optimizer_step(run, [weight], 1, 1.0, 1.0, measure=True)  # type: ignore[arg-type]
+    assert optimizer.unchanged is not None  # measured
+    run.scaler = torch.amp.GradScaler("cpu")
+    run.scaler.scale(torch.ones(()))  # a scaled loss, as train_step.backward makes one
+    weight.grad = torch.full((4,), float("inf"))
+    assert train_step.optimizer_step(run, [weight], 2, 1.0, math.inf, measure=True)  # type: ignore[arg-type]
+    assert optimizer.unchanged is None
+
+
+@pytest.mark.integration
+def test_a_slow_save_warns_that_a_sigterm_save_must_fit_the_stop_timeout(
+    run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainer import loop
+
+    monkeypatch.setattr(loop, "SLOW_SAVE_S", 0.0)  # every save is "slow"
+    res = run_cli(
+        "train", *QUICK, "--preset", "bf16", "--steps", "2", "--checkpoint-interval", "1",
+        "--ckpt-dir", str(tmp_path),
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    assert res.err.count("must fit the stop timeout") == 1 and "GB/s" in res.err

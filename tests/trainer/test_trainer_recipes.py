@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import platform
 import sys
 import tomllib
 from pathlib import Path
@@ -22,7 +23,10 @@ from trainer.fp8.layers import plan_layers
 from trainer.model import Transformer, resolve_arch
 from trainer.precision import resolve
 
-MX = ("--preset", "fp8", "--fp8-recipe", "mxfp8", "--backward-matmul", "fp8_e4m3")
+MX = (
+    "--preset",
+    "mxfp8",
+)  # one flag: fp8 layering, E4M3 gradients, the mxfp8 recipe
 MX_SHAPE = ("--set", "model.ffn_dim=192")  # the tiny model's 176 is not a multiple of 32
 
 
@@ -47,6 +51,10 @@ def test_mxfp8_rules() -> None:
     hopper = rules.device_problem("NVIDIA H200", (9, 0), "mxfp8")
     assert hopper is not None and "sm_100" in hopper and "sm_90" in hopper
     assert rules.device_problem("NVIDIA B200", (10, 0), "mxfp8") is None
+    assert rules.device_problem("NVIDIA B300", (10, 3), "mxfp8") is None
+    for cc in ((11, 0), (12, 0), (12, 1)):  # block-scaled GEMMs, but not torchao's MX kernels
+        refused = rules.device_problem("gpu", cc, "mxfp8")
+        assert refused is not None and "sm_100 and sm_103" in refused
     p = dataclass_replace(fp8_recipe="mxfp8", backward_matmul="fp8_e5m2")
     with pytest.raises(Exception, match="set backward_matmul fp8_e4m3"):
         resolve(p)
@@ -75,7 +83,7 @@ def test_torchaos_size_filter_keeps_small_layers_in_bf16() -> None:
 def test_the_size_filter_is_cuda_only_by_default_and_can_be_forced(run_cli: RunCli) -> None:
     res = run_cli("train", *QUICK, "--steps", "1", "--set", "precision.fp8_size_filter=always")
     assert res.code == 0 and "0/17 linear layers" in res.out and "small (size filter)" in res.out
-    assert "no layer qualifies" in res.err
+    assert "size filter kept all 8 candidate layers in BF16" in res.err
     res = run_cli("train", *QUICK, "--steps", "1")
     assert res.code == 0 and "8/17 linear layers" in res.out
     assert "FP8 runs EAGER on this CPU" in res.err  # the compile default is CUDA-only
@@ -151,3 +159,28 @@ def test_fp32_masters_give_the_fp8_layers_bf16_copies_only_inside_the_step() -> 
     assert isinstance(layer.weight, nn.Parameter) and layer.weight.dtype == torch.float32
     out.backward()
     assert layer.weight.grad is not None and layer.weight.grad.dtype == torch.float32
+
+
+def _torchao_files(monkeypatch: pytest.MonkeyPatch, version: str, files: list[str]) -> None:
+    from importlib import metadata
+
+    monkeypatch.setattr(metadata, "files", lambda name: [Path(f) for f in files])
+    monkeypatch.setattr(metadata, "version", lambda name: version)
+
+
+def test_mxfp8_names_the_torchao_it_needs_and_the_pythons_its_kernels_fit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from trainer.fp8 import mxfp8
+
+    _torchao_files(monkeypatch, "0.16.0", ["torchao/__init__.py"])
+    problem = mxfp8.module_problem()
+    assert problem is not None and "torchao >= 0.17" in problem and "torchao 0.16.0" in problem
+    layout = ["torchao/prototype/moe_training/config.py"]
+    _torchao_files(monkeypatch, "0.18.0", [*layout, "torchao/_C_mxfp8.cpython-310-x86_64.so"])
+    assert mxfp8.module_problem() is None and mxfp8.kernel_builds() == ["3.10"]
+    monkeypatch.setattr(platform, "python_version_tuple", lambda: ("3", "12", "3"))
+    hint = mxfp8.kernel_problem()
+    assert hint is not None and "CPython 3.10" in hint and "Python 3.12" in hint
+    _torchao_files(monkeypatch, "0.19.0", [*layout, "torchao/_C_mxfp8.abi3.so"])
+    assert mxfp8.kernel_problem() is None

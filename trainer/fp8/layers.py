@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from trainer.errors import BadInput
+from trainer.fp8.names import Recipe
 from trainer.fp8.rules import linear_problems
 
 
@@ -38,6 +39,7 @@ def _patterns(entry: str, n_layers: int) -> list[str]:
 
 
 SizeFilter = Callable[[nn.Module, str], bool]
+SIZE_FILTERED = "small (size filter)"  # the reason of a layer the size filter kept
 
 
 def plan_layers(
@@ -45,7 +47,7 @@ def plan_layers(
     sensitive: Sequence[str],
     n_layers: int,
     size_filter: SizeFilter | None = None,
-    recipe: str = "tensorwise",
+    recipe: str = Recipe.TENSORWISE,
 ) -> list[LayerChoice]:
     """One choice per nn.Linear, in module order; every sensitive entry must match a module.
 
@@ -79,7 +81,7 @@ def plan_layers(
             )
         elif size_filter is not None and not size_filter(module, name):
             choice = LayerChoice(
-                name, module.in_features, module.out_features, False, "small (size filter)"
+                name, module.in_features, module.out_features, False, SIZE_FILTERED
             )
         else:
             choice = LayerChoice(name, module.in_features, module.out_features, True, "fp8")

@@ -15,6 +15,8 @@ from typing import Final
 
 import torch
 
+from trainer.fp8.names import ROWWISE_RECIPES, Recipe
+
 FP8_MIN_CC: Final = (8, 9)
 FP8_MAX: Final = {
     torch.float8_e4m3fn: float(torch.finfo(torch.float8_e4m3fn).max),
@@ -46,12 +48,18 @@ def scaled_mm_problems(
 MX_BLOCK: Final = 32
 """MXFP8 (OCP Microscaling Formats v1.0): one e8m0 scale per 32 consecutive elements along
 the contracted dim, so every dim a GEMM contracts must be a multiple of 32."""
-MX_MIN_CC: Final = (10, 0)
+MX_CCS: Final = ((10, 0), (10, 3))
+"""Where torchao's MXFP8 training kernels run: its CUDA extension carries sm_100 SASS (B200,
+GB200; the B300's sm_103 runs it), its Triton casts target the same (torchao
+prototype/mx_formats, `is_sm_at_least_100`). sm_110 and sm_12x have block-scaled GEMMs but not
+these kernels."""
 
 
-def linear_problems(in_features: int, out_features: int, recipe: str = "tensorwise") -> list[str]:
+def linear_problems(
+    in_features: int, out_features: int, recipe: str = Recipe.TENSORWISE
+) -> list[str]:
     """Why a Linear layer cannot run FP8 on CUDA (forward and both backward GEMMs)."""
-    if recipe == "mxfp8":
+    if recipe == Recipe.MXFP8:
         return [
             f"{what} {dim} is not a multiple of the MX block {MX_BLOCK}"
             for what, dim in (("in_features", in_features), ("out_features", out_features))
@@ -60,9 +68,9 @@ def linear_problems(in_features: int, out_features: int, recipe: str = "tensorwi
     return scaled_mm_problems(in_features, out_features)
 
 
-def token_problems(tokens_per_micro_batch: int, recipe: str = "tensorwise") -> list[str]:
+def token_problems(tokens_per_micro_batch: int, recipe: str = Recipe.TENSORWISE) -> list[str]:
     """FP8 gradients: the weight-gradient GEMM contracts over tokens, so they count as K."""
-    multiple = MX_BLOCK if recipe == "mxfp8" else 16
+    multiple = MX_BLOCK if recipe == Recipe.MXFP8 else 16
     if tokens_per_micro_batch % multiple:
         return [
             f"micro-batch tokens {tokens_per_micro_batch} is not a multiple of {multiple} (the "
@@ -85,13 +93,13 @@ def device_problem(name: str, cc: tuple[int, int], recipe: str) -> str | None:
             f"Blackwell); {name} has compute capability {cc[0]}.{cc[1]} ({sm}). "
             "Use --preset bf16 on this GPU."
         )
-    if recipe == "mxfp8" and cc < MX_MIN_CC:
+    if recipe == Recipe.MXFP8 and cc not in MX_CCS:
         return (
-            f"fp8_recipe mxfp8 needs block-scaled FP8 GEMMs, which NVIDIA GPUs have from "
-            f"Blackwell (sm_100) on; {name} is {sm} (compute capability {cc[0]}.{cc[1]}). "
+            f"fp8_recipe mxfp8 runs torchao's MXFP8 kernels, which exist for sm_100 and sm_103 "
+            f"(B200, GB200, B300) only; {name} is {sm} (compute capability {cc[0]}.{cc[1]}). "
             "Use fp8_recipe tensorwise or rowwise on this GPU."
         )
-    if recipe.startswith("rowwise") and not rowwise_supported(cc):
+    if recipe in ROWWISE_RECIPES and not rowwise_supported(cc):
         return (
             f"fp8_recipe {recipe} is not supported on {name} ({sm}, compute capability "
             f"{cc[0]}.{cc[1]}): row-wise scaled GEMMs exist only for sm_89, sm_9x, sm_10x and "

@@ -7,10 +7,17 @@ non-zero inputs that flush to zero in the FP8 cast: dynamic scaling maps amax ex
 format's maximum, so overflow shows up as non-finite amax, and a too-wide value distribution
 shows up as underflow at the small end. Either one is a warning (§6.1: look at the scales
 before the loss explodes).
+
+Hooks do not run inside torch.compile'd blocks (Dynamo skips hooks added after compiling), so
+the loop runs the monitored micro-batch eagerly (train_step.py). A layer that did not run is
+"not measured" (-1 in the table, null in the record), never a NaN that would read as overflow;
+a NaN amax (overflow) becomes +inf before the all-reduce, so one rank's overflow is not hidden
+by another rank's finite value.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -26,6 +33,7 @@ _AMAX_FLOOR: Final = 1e-12  # torchao clamps amax here before computing the scal
 _SAMPLE: Final = 1 << 13  # values checked for underflow per tensor (±0.1 % at a 1 % rate)
 # Per layer: input amax, weight amax, input underflow fraction, grad-output amax, grad underflow.
 _FIELDS: Final = 5
+NOT_MEASURED: Final = -1.0  # every measured value is >= 0, or NaN/inf
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:
@@ -96,7 +104,7 @@ class Fp8Monitor:
 
     def _row(self, name: str, like: torch.Tensor) -> torch.Tensor:
         if name not in self._rows:
-            self._rows[name] = torch.full((_FIELDS,), float("nan"), device=like.device)
+            self._rows[name] = torch.full((_FIELDS,), NOT_MEASURED, device=like.device)
         return self._rows[name]
 
     def _forward_hook(self, name: str) -> Callable[[nn.Module, Any, Any], None]:
@@ -131,19 +139,21 @@ class Fp8Monitor:
 
         return hook
 
-    def table(self) -> torch.Tensor:
-        """(layers, fields) on the layers' device; NaN where a layer did not run."""
-        rows = [self._rows.get(name) for name, _ in self.layers]
-        device = next((r.device for r in rows if r is not None), torch.device("cpu"))
-        empty = torch.full((_FIELDS,), float("nan"), device=device)
-        return torch.stack([r if r is not None else empty for r in rows])
+    def table(self, device: torch.device) -> torch.Tensor:
+        """(layers, fields) on `device`, ready for an all-reduce MAX across ranks: NOT_MEASURED
+        where a layer did not run, +inf where an amax was NaN (NaN would lose the max)."""
+        empty = torch.full((_FIELDS,), NOT_MEASURED, device=device)
+        rows = [self._rows.get(name, empty).to(device) for name, _ in self.layers]
+        return torch.nan_to_num(torch.stack(rows), nan=float("inf"), posinf=float("inf"))
 
     def summarize(self, table: torch.Tensor) -> tuple[dict[str, Any], list[str]]:
         """Metrics fields and warnings from a (possibly all-reduced) table."""
         fmax_fwd = FP8_MAX[self.forward_dtype]
         stats = []
         for (name, _), row in zip(self.layers, table.tolist(), strict=True):
-            in_amax, w_amax, in_uf, g_amax, g_uf = row
+            in_amax, w_amax, in_uf, g_amax, g_uf = (_measured(v) for v in row)
+            if in_amax is None or w_amax is None or in_uf is None:
+                continue  # the layer did not run on any rank
             stats.append(
                 LayerStats(
                     name=name,
@@ -152,19 +162,24 @@ class Fp8Monitor:
                     input_scale=fmax_fwd / max(in_amax, _AMAX_FLOOR),
                     weight_scale=fmax_fwd / max(w_amax, _AMAX_FLOOR),
                     input_underflow=in_uf,
-                    grad_amax=None if g_amax != g_amax else g_amax,
-                    grad_underflow=None if g_uf != g_uf else g_uf,
+                    grad_amax=g_amax,
+                    grad_underflow=g_uf,
                 )
             )
-        return _fields(stats), _warnings(stats)
+        return _fields(stats, len(self.layers)), _warnings(stats)
 
 
-def _fields(stats: list[LayerStats]) -> dict[str, Any]:
+def _measured(value: float) -> float | None:
+    return None if value == NOT_MEASURED else value
+
+
+def _fields(stats: list[LayerStats], layers: int) -> dict[str, Any]:
+    """The record's fp8_* fields: null when no layer was measured (never NaN)."""
+    out: dict[str, Any] = {"fp8_layers": layers, "fp8_layers_measured": len(stats)}
     if not stats:
-        return {}
+        return out | dict.fromkeys(_STAT_FIELDS)
     scales = sorted(s.input_scale for s in stats)
-    out: dict[str, Any] = {
-        "fp8_layers": len(stats),
+    out |= {
         "fp8_input_amax_max": max(s.input_amax for s in stats),
         "fp8_weight_amax_max": max(s.weight_amax for s in stats),
         "fp8_input_scale_min": scales[0],
@@ -180,6 +195,17 @@ def _fields(stats: list[LayerStats]) -> dict[str, Any]:
     return out
 
 
+_STAT_FIELDS: Final = (
+    "fp8_input_amax_max",
+    "fp8_weight_amax_max",
+    "fp8_input_scale_min",
+    "fp8_input_scale_median",
+    "fp8_input_scale_max",
+    "fp8_weight_scale_min",
+    "fp8_underflow_max",
+)
+
+
 def _warnings(stats: list[LayerStats]) -> list[str]:
     out = []
     for s in stats:
@@ -190,8 +216,8 @@ def _warnings(stats: list[LayerStats]) -> list[str]:
         ):
             if amax is None:
                 continue
-            if amax != amax or amax in (float("inf"), float("-inf")):
-                out.append(f"FP8 {s.name}: {what} amax is {amax} (overflow before the cast)")
+            if not math.isfinite(amax):  # NaN travels as +inf (see Fp8Monitor.table)
+                out.append(f"FP8 {s.name}: {what} amax is not finite (overflow before the cast)")
             elif amax < _AMAX_FLOOR:
                 out.append(f"FP8 {s.name}: {what} is all zeros (scale at its clamp)")
             elif flushed is not None and flushed > UNDERFLOW_WARN:

@@ -17,6 +17,8 @@ import torch
 from torch import nn
 
 from trainer.errors import BadInput
+from trainer.fp8 import mxfp8
+from trainer.fp8.names import ROWWISE_RECIPES, Recipe
 from trainer.precision import Plan
 
 _NOISY_LOGGERS = ("torchao", "torch.utils._pytree")
@@ -55,7 +57,9 @@ def fsdp_float8_all_gather(plan: Plan, mode: str) -> bool:
     it for tensorwise scaling only, and only with every GEMM in FP8: `fp8-fwd`'s BF16
     backward needs the high-precision weight, which a float8 all-gather does not bring."""
     return (
-        mode == "fsdp" and plan.config.fp8_recipe == "tensorwise" and plan.fp8_backward is not None
+        mode == "fsdp"
+        and plan.config.fp8_recipe == Recipe.TENSORWISE
+        and plan.fp8_backward is not None
     )
 
 
@@ -72,7 +76,7 @@ def float8_config(plan: Plan, all_gather: bool = False) -> Any:
     cfg_mod = importlib.import_module("torchao.float8.config")
     cast, scaling, gran = cfg_mod.CastConfig, cfg_mod.ScalingType, cfg_mod.ScalingGranularity
     recipe = plan.config.fp8_recipe
-    rowwise = recipe.startswith("rowwise")
+    rowwise = recipe in ROWWISE_RECIPES
     granularity = gran.AXISWISE if rowwise else gran.TENSORWISE
     forward = cast(
         scaling_type=scaling.DYNAMIC,
@@ -115,7 +119,8 @@ def size_filter(plan: Plan) -> Callable[[nn.Module, str], bool] | None:
     if auto is None:
         return None
     # rowwise_with_gw_hp has no filter of its own; its GEMMs are rowwise's
-    recipe = "rowwise" if plan.config.fp8_recipe.startswith("rowwise") else "tensorwise"
+    rowwise = plan.config.fp8_recipe in ROWWISE_RECIPES
+    recipe = Recipe.ROWWISE if rowwise else Recipe.TENSORWISE
     chosen: Callable[[nn.Module, str], bool] = auto(recipe, [])
     return chosen
 
@@ -144,19 +149,36 @@ def compute_weights(modules: list[nn.Module], dtype: torch.dtype) -> Iterator[No
             module._parameters["weight"] = master
 
 
+def _has_cuda_kernel(op: str) -> bool:
+    """Whether the dispatcher has a CUDA kernel for `op` (torchao's extensions register theirs
+    when they load)."""
+    try:
+        return bool(torch._C._dispatch_has_kernel_for_dispatch_key(op, "CUDA"))
+    except RuntimeError:  # the op is not even defined
+        return False
+
+
 def _convert_mx(model: nn.Module, layer_names: set[str], emulate: bool) -> None:
     """MXFP8 training (torchao.prototype.moe_training): the named layers' weights become
     MXFP8TrainingWeightWrapperTensor, whose matmuls quantize both operands to E4M3 with one
     e8m0 scale per 32 elements. `emulate`: plain PyTorch ops (any device; slow, for tests)."""
+    problem = mxfp8.module_problem()
+    if problem is not None:
+        raise BadInput(f"{problem}; use fp8_recipe tensorwise")
     try:
         with _quiet_import():
-            mx = importlib.import_module("torchao.prototype.moe_training.config")
+            mx = importlib.import_module(mxfp8.MODULE)
             quantization = importlib.import_module("torchao.quantization")
     except ImportError as exc:
         raise BadInput(
-            f"fp8_recipe mxfp8 needs torchao's MXFP8 training (torchao >= 0.15), not importable "
-            f"here ({exc}); use fp8_recipe tensorwise"
+            f"fp8_recipe mxfp8: {mxfp8.MODULE} does not import ({exc}); use fp8_recipe tensorwise"
         ) from exc
+    if not emulate and not _has_cuda_kernel("torchao::mxfp8_quantize"):
+        raise BadInput(
+            mxfp8.kernel_problem()
+            or "fp8_recipe mxfp8: torchao's MXFP8 CUDA extension (_C_mxfp8) did not load, so "
+            "its casts have no CUDA kernel; use fp8_recipe tensorwise"
+        )
     recipe = mx.MXFP8TrainingRecipe
     config = mx.MXFP8TrainingOpConfig.from_recipe(
         recipe.MXFP8_EMULATED_RCEIL if emulate else recipe.MXFP8_RCEIL
@@ -173,7 +195,7 @@ def convert(
     all_gather: bool = False,
 ) -> nn.Module:
     """Swap the named nn.Linear layers for torchao Float8Linear (or MXFP8 weights), in place."""
-    if plan.config.fp8_recipe == "mxfp8":
+    if plan.config.fp8_recipe == Recipe.MXFP8:
         _convert_mx(model, layer_names, emulate)
     else:
         float8 = load()
