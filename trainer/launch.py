@@ -45,6 +45,8 @@ SAYS = {
     EXIT_SIGINT: "stopped by SIGINT: the workers checkpointed (with --ckpt-dir); start "
     "again with --resume",
 }
+# every worker died of the signal: it came before the trainer could catch it (still starting)
+STOPPED_EARLY = "stopped before the workers were training: nothing was saved"
 
 
 def exit_code_for(worker_codes: Collection[int], received: int | None = None) -> int | None:
@@ -130,9 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(exc.format_msg(), file=sys.stderr)  # type: ignore[no-untyped-call]
             return 1
         workers = ", ".join(str(c) for c in sorted(set(codes)))
-        print(
-            f"trainer.launch: exit {mapped}: {SAYS[mapped]} (workers: {workers})", file=sys.stderr
-        )
+        says = SAYS[mapped] if any(c >= 0 for c in codes) else STOPPED_EARLY
+        print(f"trainer.launch: exit {mapped}: {says} (workers: {workers})", file=sys.stderr)
         return mapped
     finally:
         api._terminate_process_handler = forwarder.original  # type: ignore[assignment]
