@@ -26,6 +26,9 @@ from builder.engines.base import ImageInfo
 from builder.errors import TrainimgError
 
 SQFSTAR = "sqfstar"
+# enroot's own default (conf/enroot.conf.in ENROOT_SQUASH_OPTIONS): fast to make and to mount,
+# data blocks uncompressed
+SQUASH_OPTIONS = ("-comp", "lzo", "-noD")
 # enroot's files, written here; the image's own (if any) are left out of the stream
 ENROOT_FILES = ("etc/environment", "etc/fstab", "etc/rc", "etc/rc.local")
 # what enroot leaves out of an import: device nodes are the runtime's
@@ -118,7 +121,7 @@ def write_sqsh(rootfs: Iterator[bytes], files: dict[str, str], dest: Path) -> No
     with _beside(dest) as tmp:
         try:
             proc = subprocess.Popen(
-                [SQFSTAR, "-all-root", "-comp", "zstd", "-no-progress", "-quiet", str(tmp)],
+                [SQFSTAR, "-all-root", *SQUASH_OPTIONS, "-no-progress", "-quiet", str(tmp)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,

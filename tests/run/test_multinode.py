@@ -1,14 +1,16 @@
 """Two nodes on one machine, proven on the CPU: two containers of the CPU image, host network,
 torchrun's c10d rendezvous on loopback (node 1 tells itself apart with --local-addr 127.0.0.2),
 gloo. Losses match one process within the trainer's documented tolerance (docs/trainer.md:
-2e-3 for bf16), and checkpoints cross between 2 nodes and 1 in both directions (the trainer
-writes full, unsharded state dicts)."""
+2e-3 for bf16), checkpoints cross between 2 nodes and 1 in both directions (the trainer
+writes full, unsharded state dicts), and `podman stop` of node 0 ends both nodes with 143 and
+one checkpoint."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +119,67 @@ def test_two_nodes_match_one_and_checkpoints_cross(
     assert sorted(got) == [1, 2, 3, 4]
     for step, loss in got.items():
         assert abs(loss - reference[step]) <= TOLERANCE, (step, loss, reference[step])
+
+
+def test_podman_stop_of_node_0_stops_every_node_with_one_checkpoint(
+    run_image: str, podman_service: str, local_podman: Any, tmp_path: Path, leftovers: Any
+) -> None:
+    """Only node 0's container is stopped (as a scheduler or an admin would): every rank on
+    both nodes agrees to stop at the same step, they checkpoint once, together, and both nodes
+    exit 143; a resume continues from that checkpoint."""
+    from trainer import checkpoint
+
+    ckpt = shared_dir(tmp_path / "ckpt")
+    port = free_port()
+    names = [f"trainimg-node{rank}-{port}" for rank in (0, 1)]
+    procs = [
+        spawn(
+            podman_service,
+            "run",
+            run_image,
+            "--name",
+            names[rank],
+            "--nnodes",
+            "2",
+            "--node-rank",
+            str(rank),
+            "--rdzv",
+            f"127.0.0.1:{port}",
+            "--local-addr",
+            f"127.0.0.{rank + 1}",
+            "--ckpt",
+            str(ckpt),
+            "--stop-timeout",
+            "60",
+            "--",
+            *RUN[:4],
+            "--steps",
+            "100000",
+            *RUN[6:],
+            "--parallel",
+            "ddp",
+            "--checkpoint-interval",
+            "0",
+            env={"GLOO_SOCKET_IFNAME": "lo"},
+        )
+        for rank in (0, 1)
+    ]
+    assert procs[0].stdout is not None
+    deadline = time.monotonic() + 300
+    for line in procs[0].stdout:
+        if line.startswith("step 2/"):
+            break
+        assert time.monotonic() < deadline, "node 0 printed no step 2 in 300 s"
+    local_podman.podman("stop", "--time", "60", names[0])
+    for rank, p in enumerate(procs):
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 143, (rank, err[-3000:])
+        assert "Traceback" not in err, (rank, err[-3000:])
+    ((step, path),) = checkpoint.list_steps(ckpt)
+    assert checkpoint.load(path).step == step
+    resumed = trainimg(
+        podman_service, "run", run_image, "--ckpt", str(ckpt), "--", *RUN[:4], "--steps",
+        "100000", *RUN[6:], "--resume", "--resume-anyway", "--stop-at", str(step + 1),
+    )  # fmt: skip
+    assert resumed.code == 0, resumed.err[-3000:]
+    assert f"resumed from /ckpt/{path.name}" in resumed.out and f"step {step + 1}/" in resumed.out

@@ -365,3 +365,26 @@ def test_a_real_acl_is_read(tmp_path: Path) -> None:
                     "that does (ext4, xfs, tmpfs)")  # fmt: skip
     seen = hostfacts.directory(str(d))
     assert seen.acl and seen.allows(1000, 1000, 7) and not seen.allows(1001, 1001, 1)
+
+
+def test_dry_run_with_engine_named_needs_no_engine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A login node: no engine answers anywhere, yet the line for the compute node is printed,
+    for the cell as trainimg builds it (the one launcher, its user, its GPUs)."""
+    from builder import cli
+
+    monkeypatch.setenv("CONTAINER_HOST", f"unix://{tmp_path}/nothing-here.sock")
+    monkeypatch.setenv("TRAINIMG_PODMAN_ROOT", "")
+    cell = "rocky9-cu128-py3.12-torch2.9.1-runtime"
+    argv = ["run", cell, "--engine", "podman", "--dry-run", "--nproc-per-node", "2"]
+    assert cli.main([*argv, "--", "--steps", "8"]) == 0
+    out, err = capsys.readouterr()
+    argv_out = shlex.split(out)
+    assert argv_out[:3] == ["podman", "run", "--rm"]
+    assert argv_out[argv_out.index("--entrypoint") + 2] == f"localhost/trainimg:{cell}"
+    assert "-m" in argv_out and "trainer.launch" in argv_out and "--nproc-per-node=2" in argv_out
+    assert "no engine asked (--dry-run --engine podman)" in err
+    assert "Traceback" not in err
+    without = cli.main(["run", cell, "--dry-run", "--", "--steps", "8"])
+    assert without == 2 and "unix://" in capsys.readouterr().err  # it did look for one
