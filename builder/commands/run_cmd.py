@@ -9,6 +9,7 @@ then no container is left behind.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import secrets
 import sys
@@ -18,7 +19,7 @@ from builder.commands.common import add_engine_options, shared_options
 from builder.engines.discover import engine_session
 from builder.launch import cli_line, execute, gpucheck, hostfacts
 from builder.launch.expected_image import expected_image
-from builder.launch.plan import check_request, plan_run
+from builder.launch.plan import cdi_names, check_request, plan_run
 from builder.launch.request import (
     DEFAULT_STOP_TIMEOUT,
     LaunchError,
@@ -34,11 +35,15 @@ from builder.verify.target import find_cell, load_workspace, resolve_image
 EPILOG = """\
 examples:
   trainimg run CELL --gpus all --data ~/tokens --ckpt ~/ckpt -- --config /data/run.yaml --resume
+  trainimg run CELL --gpus 2,3 --ckpt ~/ckpt -- --parallel fsdp
   trainimg run CELL --gpus none --dry-run -- --preset bf16 --steps 8
+  trainimg run CELL --engine podman --dry-run --gpus all -- --steps 8   # no engine needed
   trainimg run CELL --nnodes 2 --node-rank 0 --rdzv node0:29500 --gpus all -- --parallel fsdp
 
-exit codes: the trainer's (0 finished, 2 bad input, 3 numerical stop, 130/143 stopped with a
-checkpoint); 2 when trainimg refuses to start (the reason and the fix on stderr)
+exit codes: the trainer's, through `python -m trainer.launch` on every node (0 finished, 2 bad
+input, 3 numerical stop, 130/143 stopped with a checkpoint); 2 when trainimg refuses to start
+(the reason and the fix on stderr). Ctrl-C, SIGTERM or SIGHUP stop the container the same way;
+should trainimg itself die, a watchdog stops and removes the container.
 """
 
 
@@ -209,6 +214,9 @@ def _dry_run_without_engine(args: argparse.Namespace, req: RunRequest, dirs: lis
     info = expected_image(req.image, cell, ws.matrix.project if ws is not None else None)
     rootless = args.engine == "podman" and os.getuid() != 0
     host = hostfacts.read_host(args.engine, rootless, dirs)
+    if args.engine == "podman" and req.gpus != "none" and not host.cdi_devices:
+        host = dataclasses.replace(host, cdi_devices=cdi_names(req.gpus))
+        _say("no CDI spec here: the GPUs are named as asked; the spec is checked where it runs")
     plan = plan_run(req, host, info)
     verdict = gpucheck.check_driver(req.image, info, host, req.gpus != "none")
     _say(

@@ -33,6 +33,7 @@ SQUASH_OPTIONS = ("-comp", "lzo", "-noD")
 ENROOT_FILES = ("etc/environment", "etc/fstab", "etc/rc", "etc/rc.local")
 # what enroot leaves out of an import: device nodes are the runtime's
 _SKIPPED = ("dev/", ".dockerenv")
+_BUFFER = 1 << 20
 
 
 class ExportError(TrainimgError):
@@ -88,10 +89,10 @@ class _ChunkReader(io.RawIOBase):
 def restream(rootfs: Iterator[bytes], files: dict[str, str], out: IO[bytes]) -> None:
     """Copy the root filesystem tar to `out` without device nodes and enroot's files, then
     add enroot's files (mode 644, /etc/rc 755)."""
-    reader = io.BufferedReader(_ChunkReader(rootfs), buffer_size=1 << 20)
+    reader = io.BufferedReader(_ChunkReader(rootfs), buffer_size=_BUFFER)
     with (
-        tarfile.open(fileobj=reader, mode="r|") as src,
-        tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as dst,
+        tarfile.open(fileobj=reader, mode="r|", bufsize=_BUFFER) as src,
+        tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT, bufsize=_BUFFER) as dst,
     ):
         for member in src:
             name = member.name.lstrip("./")

@@ -63,8 +63,7 @@ def _gpu_devices(req: RunRequest, host: LaunchHost, notes: list[str]) -> tuple[s
             raise LaunchError(f"--gpus all: the CDI spec lists no {CDI_GPU}=all; {CDI_FIX}")
         notes.append(f"GPUs: CDI {CDI_GPU}=all (a spec in {where})")
         return (f"{CDI_GPU}=all",)
-    names = range(req.gpus) if isinstance(req.gpus, int) else req.gpus
-    wanted = tuple(f"{CDI_GPU}={i}" for i in names)
+    wanted = cdi_names(req.gpus)
     missing = [d for d in wanted if d not in listed]
     if missing:
         raise LaunchError(
@@ -74,6 +73,15 @@ def _gpu_devices(req: RunRequest, host: LaunchHost, notes: list[str]) -> tuple[s
         )
     notes.append(f"GPUs: CDI {', '.join(wanted)}")
     return wanted
+
+
+def cdi_names(gpus: GpuRequest) -> tuple[str, ...]:
+    """The CDI device names `--gpus` asks for (all, the first N, or the ones named)."""
+    if gpus == "none":
+        return ()
+    if gpus == "all":
+        return (f"{CDI_GPU}=all",)
+    return tuple(f"{CDI_GPU}={i}" for i in (range(gpus) if isinstance(gpus, int) else gpus))
 
 
 def _said(gpus: GpuRequest) -> str:

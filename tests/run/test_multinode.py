@@ -7,7 +7,6 @@ one checkpoint."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.run.conftest import REPO, free_port, shared_dir, spawn, trainimg
+from tests.run.conftest import REPO, free_port, losses, shared_dir, spawn, trainimg
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -37,15 +36,6 @@ RUN = (
 )
 
 
-def _losses(metrics: Path) -> dict[int, float]:
-    out = {}
-    for line in metrics.read_text().splitlines():
-        rec = json.loads(line)
-        if rec.get("event") == "train":
-            out[int(rec["step"])] = float(rec["loss"])
-    return out
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[int, float]:
     """One process, the same torch (the host venv's), the same config."""
@@ -57,12 +47,16 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[int, float]:
         cwd=REPO,
         timeout=300,
     )
-    return _losses(metrics)
+    return losses(metrics)
 
 
-def two_nodes(url: str, image: str, ckpt: Path, *args: str) -> list[tuple[int, str, str]]:
+def start_two_nodes(
+    url: str, image: str, ckpt: Path, *args: str, options: tuple[str, ...] = ()
+) -> list[subprocess.Popen[str]]:
+    """`trainimg run` of node 0 and node 1 (loopback addresses 127.0.0.1 and .2); `options`
+    go to `trainimg run` before the trainer's `args`, `{rank}` in them becomes the rank."""
     port = free_port()
-    procs = [
+    return [
         spawn(
             url,
             "run",
@@ -77,14 +71,18 @@ def two_nodes(url: str, image: str, ckpt: Path, *args: str) -> list[tuple[int, s
             f"127.0.0.{rank + 1}",
             "--ckpt",
             str(ckpt),
+            *(o.format(rank=rank) for o in options),
             "--",
             *args,
             env={"GLOO_SOCKET_IFNAME": "lo"},
         )
         for rank in (0, 1)
     ]
+
+
+def two_nodes(url: str, image: str, ckpt: Path, *args: str) -> list[tuple[int, str, str]]:
     out = []
-    for p in procs:
+    for p in start_two_nodes(url, image, ckpt, *args):
         o, e = p.communicate(timeout=600)
         out.append((p.returncode, o, e))
     return out
@@ -115,7 +113,7 @@ def test_two_nodes_match_one_and_checkpoints_cross(
         assert code == 0, err[-3000:]
     assert single.code == 0, single.err
     assert (ckpt / "step_00000004" / "meta.json").is_file()
-    got = _losses(ckpt / "m.jsonl")
+    got = losses(ckpt / "m.jsonl")
     assert sorted(got) == [1, 2, 3, 4]
     for step, loss in got.items():
         assert abs(loss - reference[step]) <= TOLERANCE, (step, loss, reference[step])
@@ -130,47 +128,19 @@ def test_podman_stop_of_node_0_stops_every_node_with_one_checkpoint(
     from trainer import checkpoint
 
     ckpt = shared_dir(tmp_path / "ckpt")
-    port = free_port()
-    names = [f"trainimg-node{rank}-{port}" for rank in (0, 1)]
-    procs = [
-        spawn(
-            podman_service,
-            "run",
-            run_image,
-            "--name",
-            names[rank],
-            "--nnodes",
-            "2",
-            "--node-rank",
-            str(rank),
-            "--rdzv",
-            f"127.0.0.1:{port}",
-            "--local-addr",
-            f"127.0.0.{rank + 1}",
-            "--ckpt",
-            str(ckpt),
-            "--stop-timeout",
-            "60",
-            "--",
-            *RUN[:4],
-            "--steps",
-            "100000",
-            *RUN[6:],
-            "--parallel",
-            "ddp",
-            "--checkpoint-interval",
-            "0",
-            env={"GLOO_SOCKET_IFNAME": "lo"},
-        )
-        for rank in (0, 1)
-    ]
+    name = f"trainimg-node{{rank}}-{free_port()}"
+    procs = start_two_nodes(
+        podman_service, run_image, ckpt, *RUN[:4], "--steps", "100000", *RUN[6:],
+        "--parallel", "ddp", "--checkpoint-interval", "0",
+        options=("--name", name, "--stop-timeout", "60"),
+    )  # fmt: skip
     assert procs[0].stdout is not None
     deadline = time.monotonic() + 300
     for line in procs[0].stdout:
         if line.startswith("step 2/"):
             break
         assert time.monotonic() < deadline, "node 0 printed no step 2 in 300 s"
-    local_podman.podman("stop", "--time", "60", names[0])
+    local_podman.podman("stop", "--time", "60", name.format(rank=0))
     for rank, p in enumerate(procs):
         _, err = p.communicate(timeout=120)
         assert p.returncode == 143, (rank, err[-3000:])

@@ -386,5 +386,10 @@ def test_dry_run_with_engine_named_needs_no_engine(
     assert "-m" in argv_out and "trainer.launch" in argv_out and "--nproc-per-node=2" in argv_out
     assert "no engine asked (--dry-run --engine podman)" in err
     assert "Traceback" not in err
+    # GPUs for a compute node, from a login node without a CDI spec of its own
+    assert cli.main(["run", cell, "--engine", "podman", "--dry-run", "--gpus", "2,3"]) == 0
+    out, err = capsys.readouterr()
+    assert "--device nvidia.com/gpu=2 --device nvidia.com/gpu=3" in out
+    assert "the spec is checked where it runs" in err and "--nproc-per-node=2" in out
     without = cli.main(["run", cell, "--dry-run", "--", "--steps", "8"])
     assert without == 2 and "unix://" in capsys.readouterr().err  # it did look for one

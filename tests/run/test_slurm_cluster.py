@@ -13,7 +13,6 @@ Then nothing is left: no job, container, process in the namespaces, namespace, l
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -27,7 +26,7 @@ import pytest
 from builder import cli
 from builder.labels import RUN_LABEL
 from tests.build.registry import Registry
-from tests.run.conftest import REPO, shared_dir
+from tests.run.conftest import REPO, losses, shared_dir
 from tests.run.slurm_cluster import SlurmCluster, missing_tools
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -40,15 +39,6 @@ TINY = (
 # Slurm sends the signal at its first check (every 30 s) after limit - grace - 30 s: here 30 to
 # 60 s into the job, when the trainer is training; the limit itself is 120 s.
 TIME, GRACE = "2", 60
-
-
-def _losses(path: Path) -> dict[int, float]:
-    out = {}
-    for line in path.read_text().splitlines():
-        rec = json.loads(line)
-        if rec.get("event") == "train":
-            out[int(rec["step"])] = float(rec["loss"])
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +87,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[int, float]:
          "--metrics-file", str(metrics)],
         check=True, capture_output=True, cwd=REPO, timeout=300,
     )  # fmt: skip
-    return _losses(metrics)
+    return losses(metrics)
 
 
 def _job_env(cluster: SlurmCluster, local_podman: Any, registry: str) -> dict[str, str]:
@@ -133,9 +123,17 @@ def _await(
 
 
 def _no_containers(local_podman: Any) -> None:
+    """No container of the job is left, and no root filesystem of one is still mounted."""
     names = local_podman.podman("ps", "-a", "--filter", f"label={RUN_LABEL}", "--format",
                                 "{{.Names}}").split()  # fmt: skip
     assert names == [], names
+    overlay = f"{local_podman.root}/storage/overlay/"
+    mounted = [
+        line.split()[4]
+        for line in Path("/proc/self/mountinfo").read_text().splitlines()
+        if line.split()[4].startswith(overlay) and line.split()[4].endswith("/merged")
+    ]
+    assert mounted == [], mounted
 
 
 def test_a_two_node_job_trains_like_one_process(
@@ -159,7 +157,7 @@ def test_a_two_node_job_trains_like_one_process(
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", text[-3000:]
     assert "done: completed at step 4" in text, text[-3000:]
     assert info["NodeList"] == f"{cluster.name}-n[0-1]"
-    got = _losses(ckpt / "m.jsonl")
+    got = losses(ckpt / "m.jsonl")
     assert sorted(got) == [1, 2, 3, 4]
     for step, loss in got.items():
         assert abs(loss - reference[step]) <= TOLERANCE, (step, loss, reference[step])
