@@ -108,7 +108,41 @@ class Forwarder:
                 os.kill(pid, signum)
 
 
+class Early(Exception):
+    """A stop signal while the launcher itself starts (importing torch, the rendezvous)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop_early(signum: int, frame: FrameType | None) -> None:
+    raise Early(signum)
+
+
+def _early_exit(signum: int) -> int:
+    print(
+        f"trainer.launch: exit {128 + signum}: signal {signum} before the workers started, "
+        "nothing to save",
+        file=sys.stderr,
+    )
+    return 128 + signum
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    # First of all: as a container's pid 1 the launcher would otherwise ignore SIGTERM (the
+    # kernel drops signals pid 1 has no handler for) until torchrun installs its own
+    previous = {s: signal.signal(s, _stop_early) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return _launch(argv)
+    except Early as exc:
+        return _early_exit(exc.signum)
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _launch(argv: Sequence[str] | None) -> int:
     from torch.distributed import run
     from torch.distributed.elastic.multiprocessing import api
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -118,13 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         run.main(list(argv) if argv is not None else sys.argv[1:])
     except api.SignalException as exc:  # before the workers started
-        signum = int(exc.sigval)
-        print(
-            f"trainer.launch: exit {128 + signum}: signal {signum} before the workers started, "
-            "nothing to save",
-            file=sys.stderr,
-        )
-        return 128 + signum
+        return _early_exit(int(exc.sigval))
     except ChildFailedError as exc:
         codes = [f.exitcode for f in exc.failures.values()]
         mapped = exit_code_for(codes, forwarder.received)

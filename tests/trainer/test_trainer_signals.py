@@ -90,6 +90,18 @@ def test_sigterm_gives_the_workers_the_whole_grace_and_every_rank_waits(tmp_path
 
 
 @pytest.mark.integration
+def test_a_signal_while_the_launcher_starts_ends_it_at_once() -> None:
+    """As a container's pid 1 the launcher would ignore SIGTERM until torchrun's handler exists
+    (the kernel drops what pid 1 does not handle); it handles it from its first line instead."""
+    proc = _launch(*QUICK, "--steps", "100000")
+    time.sleep(0.5)  # importing torch
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_SIGTERM, err[-3000:]
+    assert "before the workers started, nothing to save" in err and "Traceback" not in err
+
+
+@pytest.mark.integration
 def test_a_signal_right_after_the_run_finished_leaves_exit_0(tmp_path: Path) -> None:
     """`python -m trainer` leaves with os._exit: no interpreter finalization, whose reset of
     the signal handlers let a late SIGTERM (0.5-1 s after `done:`) kill a finished run."""
