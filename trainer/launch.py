@@ -108,8 +108,9 @@ class Forwarder:
                 os.kill(pid, signum)
 
 
-class Early(Exception):
-    """A stop signal while the launcher itself starts (importing torch, the rendezvous)."""
+class Early(BaseException):
+    """A stop signal while the launcher itself starts (importing torch, the rendezvous); a
+    BaseException, so that no `except Exception` on the way (torch's optional imports) eats it."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)

@@ -21,8 +21,6 @@ from builder.launch.request import (
     RunRequest,
 )
 
-__all__ = ["ContainerRun", "Mount", "plan_run"]
-
 PASSTHROUGH_PREFIXES = ("NCCL_", "TORCH_", "GLOO_")
 # which interface NCCL/gloo use: meaningless without a network (and fatal under --network
 # none, where the named interface does not exist)

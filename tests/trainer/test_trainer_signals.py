@@ -98,7 +98,8 @@ def test_a_signal_while_the_launcher_starts_ends_it_at_once() -> None:
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == EXIT_SIGTERM, err[-3000:]
-    assert "before the workers started, nothing to save" in err and "Traceback" not in err
+    # before torchrun started its workers, or before they could catch it: nothing to save
+    assert "before the workers" in err and "nothing" in err and "Traceback" not in err
 
 
 @pytest.mark.integration
