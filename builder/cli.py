@@ -47,8 +47,10 @@ COMMANDS: dict[str, str] = {
     "env": "print the exports that point podman/docker at trainimg's engine "
     '(eval "$(trainimg env)")',
     "run": "run the bundled trainer in IMAGE (or CELL's image) right for this host",
-    "slurm": "write an sbatch script: one container per node, torchrun c10d, checkpoint on the "
-    "time limit",
+    "slurm": "write an sbatch script: one container per node, the job's own GPUs, checkpoint "
+    "and requeue at the time limit",
+    "export": "write an image as a file for compute nodes without a registry (OCI .tar, enroot "
+    ".sqsh)",
     "push": "push built cells to a registry and record their digests",
     "pin": "resolve base image tags to digests and write them into matrix.yaml",
     "prune": "remove content-hash tags no lock record references",

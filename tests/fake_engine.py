@@ -7,13 +7,15 @@ holds what the SDK clients share, and a fake has no client."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from builder.engines.base import (
     BuildRequest,
     BuildResult,
+    ContainerRun,
     Engine,
     EngineError,
     ImageInfo,
@@ -149,6 +151,39 @@ class FakeEngine:
             raise EngineError(f"pull {ref}: manifest unknown")
         self.store.pulls.append(ref)
         self.store.add(ref)
+
+    # a supervised training container (builder/launch): created, "runs" until killed
+    def rootless(self) -> bool:
+        return False
+
+    def create_container(self, run: ContainerRun) -> str:
+        self.calls.append(("create", run.name))
+        self.running[run.name] = RunSpec(run.image, name=run.name, labels=dict(run.labels))
+        return run.name
+
+    def start_container(self, cid: str) -> None:
+        self.calls.append(("start", cid))
+
+    def follow_logs(self, cid: str, *, stderr: bool) -> Iterator[bytes]:
+        return iter(())
+
+    def wait_container(self, cid: str) -> int:
+        return self.run_result.exit_code
+
+    def kill_container(self, cid: str, sig: str) -> None:
+        self.calls.append((f"kill {sig}", cid))
+
+    def stop_container(self, cid: str, timeout: int) -> None:
+        self.calls.append(("stop", cid))
+
+    def container_exists(self, cid: str) -> bool:
+        return cid in self.running
+
+    def save_oci_archive(self, ref: str) -> Iterator[bytes]:
+        raise NotImplementedError
+
+    def export_rootfs(self, ref: str) -> AbstractContextManager[Iterator[bytes]]:
+        raise NotImplementedError
 
     def close(self) -> None:
         self.closed = True

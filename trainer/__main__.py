@@ -1,7 +1,5 @@
-"""`python -m trainer`: the image's ENTRYPOINT."""
+"""`python -m trainer`: the image's ENTRYPOINT (and what torchrun starts per rank)."""
 
-import sys
+from trainer.cli import process_main
 
-from trainer.cli import main
-
-sys.exit(main(restore_signals=False))
+process_main()

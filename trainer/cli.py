@@ -7,10 +7,13 @@ EXIT_CODES_HELP); a traceback means a bug in the trainer.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
+import traceback
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from trainer import __version__, config, configfile, distributed
 from trainer.compare_run import train_compare
@@ -213,6 +216,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             raise BadInput(f"--compare: unknown preset(s) {unknown}; choose from {choices}")
     stop = StopRequest().install()
     sink: Sink | None = None
+    every_rank = True  # every rank took this path: they can wait for each other at the end
     try:
         d = distributed.init(cfg.train)
         sink = Sink(cfg.metrics.file, enabled=d.is_main, tensorboard=cfg.metrics.tensorboard_dir)
@@ -220,11 +224,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
             train_compare(cfg, compare, d, sink, stop)
         else:
             train(cfg, d, sink, stop)
-        distributed.barrier()
+    except BaseException as exc:
+        every_rank = distributed.raised_on_every_rank(exc)
+        raise
     finally:
         if sink is not None:
             sink.close()
-        distributed.shutdown()
+        distributed.finish(every_rank)
         if args.restore_signals:
             stop.restore()
     return 0
@@ -255,6 +261,25 @@ def build_parser() -> argparse.ArgumentParser:
 def train_entry() -> int:
     """The `train` console script: `train ARGS` is `python -m trainer train ARGS`."""
     return main(["train", *sys.argv[1:]], restore_signals=False)
+
+
+def process_main() -> NoReturn:
+    """`python -m trainer` (the image's ENTRYPOINT, torchrun's workers): main(), then
+    os._exit with its code. Skipping interpreter finalization is the point: it would reset the
+    signal handlers (a late `podman stop` would then kill a finished run) and tear down threads
+    a process group leaves behind (FSDP2's gloo threads abort there, "terminate called without
+    an active exception"). The output is flushed first; a bug still prints its traceback."""
+    try:
+        code = main(restore_signals=False)
+    except SystemExit as exc:  # argparse: --help, bad flags (it printed why)
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None, *, restore_signals: bool = True) -> int:

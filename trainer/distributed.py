@@ -14,7 +14,7 @@ import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -23,8 +23,10 @@ from torch._C._distributed_c10d import GradBucket
 from torch.nn.parallel import DistributedDataParallel
 
 from trainer.config import TrainConfig
-from trainer.errors import BadInput
+from trainer.errors import BadInput, Interrupted, NumericalStop, TrainerError
 from trainer.precision import Plan
+
+TrainerErrorT = TypeVar("TrainerErrorT", bound=BaseException)
 
 
 @dataclass(frozen=True)
@@ -90,19 +92,43 @@ def init(cfg: TrainConfig) -> Dist:
     return Dist(rank=rank, world=world, local_rank=local_rank, device=device, mode=mode)
 
 
-def barrier() -> None:
-    """Wait for every rank before the group is torn down.
+_EVERY_RANK = "_trainimg_raised_on_every_rank"
 
-    Under FSDP2 the last checkpoint is gathered by all ranks but written by rank 0 alone; a rank
-    that destroys its gloo pairs meanwhile can abort at exit ("terminate called without an
-    active exception"), seen once under load on 2 cores.
-    """
-    if dist.is_initialized():
+
+def on_every_rank(exc: TrainerErrorT) -> TrainerErrorT:
+    """Mark an error that every rank raises at the same point (after an agreement)."""
+    setattr(exc, _EVERY_RANK, True)
+    return exc
+
+
+def raised_on_every_rank(exc: BaseException) -> bool:
+    """Whether every rank ends on this error: a stop signal (voted on every step), a numerical
+    stop (judged on the all-reduced loss and norms), or one marked by on_every_rank. Any other
+    error (out of memory, a bug) may be one rank's alone."""
+    return isinstance(exc, Interrupted | NumericalStop) or bool(getattr(exc, _EVERY_RANK, False))
+
+
+def agree_written(d: Dist, failure: TrainerError | None) -> None:
+    """After a checkpoint: every rank waits until rank 0 has written it, and when the write
+    failed (disk full) every rank stops with exit 2, instead of ranks 1..N leaving rank 0
+    alone with the write (a scheduler that kills the job when the first task ends would kill
+    it mid-write) or waiting for a rank 0 that is gone."""
+    if d.distributed:
+        flag = torch.tensor([0.0 if failure is None else 1.0], device=d.device)
+        all_reduce(flag)
+        if flag.item() and failure is None:
+            failure = BadInput("rank 0 could not write the checkpoint (its message says why)")
+    if failure is not None:
+        raise on_every_rank(failure)
+
+
+def finish(every_rank: bool) -> None:
+    """Leave the process group at the end of a run. On a path every rank took (finished,
+    stopped, numerical stop): a barrier, so no rank leaves while another still writes the last
+    checkpoint or sits in a collective, then destroy the group. On a path of one rank alone
+    neither: the others would never arrive; torchrun stops them when this rank exits."""
+    if dist.is_initialized() and every_rank:
         dist.barrier()
-
-
-def shutdown() -> None:
-    if dist.is_initialized():
         dist.destroy_process_group()
 
 

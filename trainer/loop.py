@@ -17,7 +17,7 @@ import torch
 
 from trainer import checkpoint, health, profiling, train_state, train_step
 from trainer.assemble import Run
-from trainer.distributed import all_reduce
+from trainer.distributed import agree_written, all_reduce
 from trainer.errors import Interrupted, NumericalStop, TrainerError
 from trainer.metrics import Sink, Window, peak_memory_gb, train_line
 from trainer.mfu import mfu
@@ -136,14 +136,20 @@ class Loop:
         self.sink.say(f"eval step {step} | eval loss {loss:.4f}")
 
     def save_checkpoint(self, step: int) -> None:
-        """Collective under FSDP2 (every rank gathers), written by rank 0 only."""
+        """Collective under FSDP2 (every rank gathers), written by rank 0 only; every rank
+        waits for the write (distributed.agree_written)."""
         loop_state = {
             "health": self.spikes.state_dict(),
             "grad_norms": list(self.grad_norms.values),
             "skipped_steps": self.skipped_steps,
         }
         started = time.perf_counter()
-        path = train_state.save(self.run, step, loop_state, self.outcome.checkpoint)
+        try:
+            path = train_state.save(self.run, step, loop_state, self.outcome.checkpoint)
+        except checkpoint.WriteFailed as exc:
+            agree_written(self.run.dist, exc)
+            raise
+        agree_written(self.run.dist, None)
         if path is None:
             return
         self.outcome.checkpoint = str(path)

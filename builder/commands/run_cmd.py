@@ -9,6 +9,8 @@ then no container is left behind.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
 import secrets
 import sys
 from typing import Any
@@ -16,7 +18,8 @@ from typing import Any
 from builder.commands.common import add_engine_options, shared_options
 from builder.engines.discover import engine_session
 from builder.launch import cli_line, execute, gpucheck, hostfacts
-from builder.launch.plan import check_request, plan_run
+from builder.launch.expected_image import expected_image
+from builder.launch.plan import cdi_names, check_request, plan_run
 from builder.launch.request import (
     DEFAULT_STOP_TIMEOUT,
     LaunchError,
@@ -27,16 +30,20 @@ from builder.launch.request import (
     parse_gpus,
     parse_rdzv,
 )
-from builder.verify.target import resolve_image
+from builder.verify.target import find_cell, load_workspace, resolve_image
 
 EPILOG = """\
 examples:
   trainimg run CELL --gpus all --data ~/tokens --ckpt ~/ckpt -- --config /data/run.yaml --resume
+  trainimg run CELL --gpus 2,3 --ckpt ~/ckpt -- --parallel fsdp
   trainimg run CELL --gpus none --dry-run -- --preset bf16 --steps 8
+  trainimg run CELL --engine podman --dry-run --gpus all -- --steps 8   # no engine needed
   trainimg run CELL --nnodes 2 --node-rank 0 --rdzv node0:29500 --gpus all -- --parallel fsdp
 
-exit codes: the trainer's (0 finished, 2 bad input, 3 numerical stop, 130/143 stopped with a
-checkpoint); 2 when trainimg refuses to start (the reason and the fix on stderr)
+exit codes: the trainer's, through `python -m trainer.launch` on every node (0 finished, 2 bad
+input, 3 numerical stop, 130/143 stopped with a checkpoint); 2 when trainimg refuses to start
+(the reason and the fix on stderr). Ctrl-C, SIGTERM or SIGHUP stop the container the same way;
+should trainimg itself die, a watchdog stops and removes the container.
 """
 
 
@@ -57,7 +64,11 @@ def register(sub: Any) -> None:
     p.add_argument("target", metavar="CELL|IMAGE")
     add_engine_options(p)
     p.add_argument(
-        "--gpus", default="none", metavar="all|N|none", help="GPUs for the container (default none)"
+        "--gpus",
+        default="none",
+        metavar="all|N|none|IDS",
+        help="GPUs for the container, one worker each: all, none (default), N (the first N), or "
+        "by index or UUID (2,3 or GPU-8f6e...)",
     )
     p.add_argument("--data", metavar="DIR", help="host directory mounted read-only at /data")
     p.add_argument(
@@ -105,7 +116,11 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--env", action="append", default=[], metavar="KEY=VALUE", help="extra environment"
     )
-    p.add_argument("--dry-run", action="store_true", help="print the podman/docker run line")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the podman/docker run line (with --engine: no engine needed)",
+    )
     p.add_argument(
         "--no-check", action="store_true", help="skip the driver vs NVIDIA_REQUIRE_CUDA check"
     )
@@ -163,31 +178,56 @@ def run_command(args: argparse.Namespace) -> int:
     req = request_from(args, image, rest)
     check_request(req)  # before any engine is contacted
     dirs = [d for d in (req.data, req.ckpt) if d is not None]
+    if args.dry_run and args.engine:
+        return _dry_run_without_engine(args, req, dirs)
     with engine_session(args.engine, args.url) as engine:
         info = engine.inspect_image(image)
-        client = execute.client_for(engine)
-        try:
-            host = hostfacts.read_host(engine.name, client.rootless(), dirs)
-            plan = plan_run(req, host, info)
-            verdict = gpucheck.check_driver(image, info, host, req.gpus != "none")
-            if not verdict.ok and not args.no_check:
-                raise LaunchError(verdict.message)
-            print(
-                f"trainimg: {verdict.message}" + (" (--no-check)" if not verdict.ok else ""),
-                file=sys.stderr,
+        host = hostfacts.read_host(engine.name, engine.rootless(), dirs)
+        plan = plan_run(req, host, info)
+        verdict = gpucheck.check_driver(image, info, host, req.gpus != "none")
+        if not verdict.ok and not args.no_check:
+            raise LaunchError(verdict.message)
+        _say(verdict.message + (" (--no-check)" if not verdict.ok else ""))
+        hosting = req.rdzv is not None and req.node_rank == 0 and plan.network == "host"
+        if hosting and req.rdzv and hostfacts.port_in_use(req.rdzv.host, req.rdzv.port):
+            raise LaunchError(
+                f"--rdzv {req.rdzv}: port {req.rdzv.port} is already in use on this "
+                "host; pick a free one (the same --rdzv on every node), e.g. "
+                f"--rdzv {req.rdzv.host}:{req.rdzv.port + 1}"
             )
-            hosting = req.rdzv is not None and req.node_rank == 0 and plan.network == "host"
-            if hosting and req.rdzv and hostfacts.port_in_use(req.rdzv.host, req.rdzv.port):
-                raise LaunchError(
-                    f"--rdzv {req.rdzv}: port {req.rdzv.port} is already in use on this "
-                    "host; pick a free one (the same --rdzv on every node), e.g. "
-                    f"--rdzv {req.rdzv.host}:{req.rdzv.port + 1}"
-                )
-            for note in plan.notes:
-                print(f"trainimg: {note}", file=sys.stderr)
-            if args.dry_run:
-                print(cli_line.shell_line(plan))
-                return 0
-            return execute.execute(client, plan)
-        finally:
-            client.close()
+        for note in plan.notes:
+            _say(note)
+        if args.dry_run:
+            print(cli_line.shell_line(plan))
+            return 0
+        return execute.execute(engine, plan)
+
+
+def _dry_run_without_engine(args: argparse.Namespace, req: RunRequest, dirs: list[str]) -> int:
+    """`--dry-run --engine E`: the line for a machine whose engine is not here (a login node).
+    The image is taken as trainimg builds it (a cell's environment and labels from the matrix),
+    rootless podman when you are not root; the driver check is said, not enforced: it belongs
+    where the container runs."""
+    ws = load_workspace(args.matrix)
+    cell = find_cell(ws, args.target)
+    info = expected_image(req.image, cell, ws.matrix.project if ws is not None else None)
+    rootless = args.engine == "podman" and os.getuid() != 0
+    host = hostfacts.read_host(args.engine, rootless, dirs)
+    if args.engine == "podman" and req.gpus != "none" and not host.cdi_devices:
+        host = dataclasses.replace(host, cdi_devices=cdi_names(req.gpus))
+        _say("no CDI spec here: the GPUs are named as asked; the spec is checked where it runs")
+    plan = plan_run(req, host, info)
+    verdict = gpucheck.check_driver(req.image, info, host, req.gpus != "none")
+    _say(
+        f"no engine asked (--dry-run --engine {args.engine}): the image is taken as trainimg "
+        f"builds it, {'rootless' if rootless else 'rootful'} {args.engine}"
+    )
+    _say(f"{verdict.message} (here; checked again where it runs)")
+    for note in plan.notes:
+        _say(note)
+    print(cli_line.shell_line(plan))
+    return 0
+
+
+def _say(line: str) -> None:
+    print(f"trainimg: {line}", file=sys.stderr)

@@ -1,21 +1,41 @@
-"""`trainimg slurm CELL --nodes N --gpus-per-node G -- TRAINER ARGS`: write an sbatch script
-that runs the cell's image on N nodes, one container each (builder/launch/slurm.py,
-docs/run.md). Nothing is submitted: `sbatch FILE` is yours to run."""
+"""`trainimg slurm CELL|IMAGE --nodes N --gpus-per-node G -- TRAINER ARGS`: write an sbatch
+script that runs the image on N nodes, one container each (builder/launch/slurm.py,
+docs/run.md). Nothing is submitted: `sbatch FILE` is yours to run.
+
+The nodes get the image by digest from a registry - a cell's digest as `trainimg push`
+recorded it in the lock file, or a reference you give - or from an archive on the shared
+filesystem (--archive, written by `trainimg export`); never localhost/."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from builder import lock as lockfile
 from builder.atomic_file import atomic_write
 from builder.commands.common import shared_options
 from builder.commands.run_cmd import takes_trainer_args
+from builder.launch.expected_image import expected_image
 from builder.launch.request import LaunchError
-from builder.launch.slurm import DEFAULT_GRACE, DEFAULT_PORT, SlurmJob, render_sbatch
+from builder.launch.slurm import DEFAULT_GRACE, SlurmJob, render_sbatch
+from builder.matrix.model import Cell
+from builder.registry.reference import parse_reference
 from builder.verify.target import find_cell, load_workspace, resolve_image
+from builder.workspace import Workspace
+
+EXAMPLES = """\
+examples:
+  trainimg push CELL --registry registry.example.com/team/trainimg   # records the digest
+  trainimg slurm CELL --nodes 2 --gpus-per-node 8 --partition gpu --time 12:00:00 \\
+      --ckpt /nfs/ckpt -o job.sbatch -- --parallel fsdp
+  trainimg export CELL -o /nfs/images/trainimg.tar                        # or, without a registry
+  trainimg slurm CELL --archive /nfs/images/trainimg.tar --nodes 2 --gpus-per-node 8 -o job.sbatch
+  sbatch job.sbatch
+
+exit codes: 0 written, 2 bad input (the reason and the fix on stderr)
+"""
 
 
 def register(sub: Any) -> None:
@@ -23,15 +43,14 @@ def register(sub: Any) -> None:
         "slurm",
         parents=[shared_options()],
         description=(
-            "Render an sbatch script for CELL (or an image reference): srun starts one "
-            "container per node (podman with CDI GPUs, or enroot/pyxis with "
-            "--container-image), node 0 (from `scontrol show hostnames`) hosts the torchrun "
-            "rendezvous, and Slurm's SIGTERM --grace seconds before the time limit makes the "
-            "trainer checkpoint and exit 143. Arguments after -- go to `trainer train`."
+            "Render an sbatch script for CELL (or an image reference HOST/REPO@sha256:...): srun "
+            "starts one container per node (podman with the job's GPUs as CDI devices, or "
+            "enroot/pyxis), node 0 hosts the torchrun rendezvous on a port derived from the job "
+            "id, and Slurm's SIGTERM --grace seconds before the time limit makes every rank "
+            "checkpoint and exit 143; the job then requeues itself and resumes. Arguments after "
+            "-- go to `trainer train`."
         ),
-        epilog="example:\n  trainimg slurm CELL --nodes 2 --gpus-per-node 8 --partition gpu "
-        "--time 12:00:00 --ckpt /nfs/ckpt -o job.sbatch -- --parallel fsdp --resume\n"
-        "  sbatch job.sbatch\n\nexit codes: 0 written, 2 bad input",
+        epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("target", metavar="CELL|IMAGE")
@@ -41,10 +60,18 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--partition", metavar="P")
     p.add_argument("--time", metavar="T", help="the job's time limit (HH:MM:SS, D-HH:MM, MIN)")
+    p.add_argument("--cpus-per-node", type=int, metavar="C", help="CPUs per node (the task's)")
+    p.add_argument("--mem", metavar="SIZE", help="memory per node, as Slurm takes it (0: all)")
+    p.add_argument(
+        "--exclusive",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="whole nodes (default: yes when GPUs are asked for)",
+    )
     p.add_argument("--data", metavar="DIR", help="shared directory mounted read-only at /data")
     p.add_argument("--ckpt", metavar="DIR", help="shared directory mounted at /ckpt")
     p.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"rendezvous port (default {DEFAULT_PORT})"
+        "--port", type=int, metavar="PORT", help="rendezvous port (default: from the job id)"
     )
     p.add_argument(
         "--grace",
@@ -54,27 +81,75 @@ def register(sub: Any) -> None:
         help=f"SIGTERM this many seconds before the limit (default {DEFAULT_GRACE})",
     )
     p.add_argument(
+        "--registry",
+        metavar="HOST/REPO",
+        help="which pushed copy of CELL the nodes pull (the lock file records each push)",
+    )
+    p.add_argument(
+        "--archive",
+        metavar="PATH",
+        help="an image archive on the shared filesystem instead of a registry (`trainimg "
+        "export`: .tar for podman, .sqsh for --pyxis)",
+    )
+    p.add_argument("--lock", metavar="FILE", help="the lock file (default: images/lock.json)")
+    p.add_argument(
         "--pyxis",
         action="store_true",
         help="run through enroot/pyxis (srun --container-image) instead of podman",
-    )
-    p.add_argument("--container-image", metavar="REF", help="what pyxis imports (default: IMAGE)")
-    p.add_argument(
-        "--rootful",
-        action="store_true",
-        help="the nodes run rootful podman (default: rootless, --userns=keep-id)",
     )
     p.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
     p.set_defaults(func=slurm_command)
     takes_trainer_args(p)
 
 
+def pushed_ref(ws: Workspace, cell: Cell, registry: str | None, lock: str | None) -> str:
+    """REPO@DIGEST of the cell's image as `trainimg push` recorded it; LaunchError (with the
+    fix) when it was never pushed, or pushed to several places and --registry is missing."""
+    path = Path(lock) if lock else ws.root / lockfile.DEFAULT_PATH
+    record = lockfile.read(path).get(cell.name)
+    pushed = {
+        ref.name: digest
+        for text, digest in sorted((record.pushed if record else {}).items())
+        if (ref := parse_reference(text)).tag == cell.name
+    }
+    if registry is not None:
+        name = parse_reference(f"{registry}:x", what="--registry").name
+        if name not in pushed:
+            where = ", ".join(pushed) or "nowhere"
+            raise LaunchError(
+                f"--registry {registry}: {path} records no push of {cell.name} there (pushed "
+                f"to: {where}); `trainimg push {cell.name} --registry {registry}` first"
+            )
+        return f"{name}@{pushed[name]}"
+    if len(pushed) == 1:
+        ((name, digest),) = pushed.items()
+        return f"{name}@{digest}"
+    if pushed:
+        raise LaunchError(
+            f"{cell.name} was pushed to {', '.join(pushed)}: choose one with --registry"
+        )
+    raise LaunchError(
+        f"{cell.name}: {path} records no push, and the compute nodes cannot pull "
+        f"{ws.matrix.project.repository}:{cell.name} from this machine; `trainimg push "
+        f"{cell.name} --registry HOST/REPO` first (it records the digest), or `trainimg export "
+        f"{cell.name} -o /nfs/images/trainimg.tar` and --archive"
+    )
+
+
 def slurm_command(args: argparse.Namespace) -> int:
     rest = list(args.trainer_args)
     if args.nodes is None or args.gpus_per_node is None:
         raise LaunchError("trainimg slurm needs --nodes N and --gpus-per-node G (0 for CPU nodes)")
-    image = resolve_image(args.target, args.matrix)
-    cell = find_cell(load_workspace(args.matrix), args.target)
+    ws = load_workspace(args.matrix)
+    cell = find_cell(ws, args.target)
+    if ws is not None and cell is not None:
+        image = args.target
+        if args.archive is None:
+            image = pushed_ref(ws, cell, args.registry, args.lock)
+        info = expected_image(image, cell, ws.matrix.project)
+    else:
+        image = resolve_image(args.target, args.matrix)
+        info = None
     job = SlurmJob(
         image=image,
         cell=cell.name if cell is not None else "job",
@@ -88,10 +163,11 @@ def slurm_command(args: argparse.Namespace) -> int:
         port=args.port,
         grace=args.grace,
         pyxis=args.pyxis,
-        container_image=args.container_image,
-        rootful=args.rootful,
-        uid=os.getuid(),
-        gid=os.getgid(),
+        archive=args.archive,
+        cpus_per_node=args.cpus_per_node,
+        mem=args.mem,
+        exclusive=args.exclusive,
+        image_info=info,
     )
     text = render_sbatch(job)
     if args.output is None:

@@ -1,5 +1,6 @@
 """The Engine interface: the few things trainimg asks of a container engine, and the values
-that cross it (BuildRequest, BuildResult, ImageInfo, RunSpec, RunResult, the errors).
+that cross it (BuildRequest, BuildResult, ImageInfo, RunSpec, RunResult, ContainerRun, the
+errors).
 
 Two implementations exist, both subclasses of engines/sdk.SdkEngine (podman.py over podman-py's
 libpod API, docker.py over the docker SDK); build, verify and the tests speak only to this
@@ -12,7 +13,8 @@ the API returns (normalize_id).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -94,6 +96,8 @@ class ImageInfo:
     cmd: tuple[str, ...]
     layers: tuple[str, ...] = ()  # rootfs diff ids, base first
     created: str = ""
+    workdir: str = ""
+    volumes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,48 @@ class RunSpec:
     user: str | None = None
     name: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: str
+    target: str
+    read_only: bool
+    relabel: str | None  # "z" (shared) or "Z" (private) on SELinux-enforcing hosts
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        return ("ro" if self.read_only else "rw", *((self.relabel,) if self.relabel else ()))
+
+
+@dataclass(frozen=True)
+class ContainerRun:
+    """A supervised training container: everything `podman run` / `docker run` is given.
+    builder/launch/plan.py makes it, launch/cli_line.py prints it, the engines run it."""
+
+    engine: str
+    image: str
+    name: str
+    command: tuple[str, ...]
+    entrypoint: tuple[str, ...] | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    mounts: tuple[Mount, ...] = ()
+    cdi_devices: tuple[str, ...] = ()  # podman: nvidia.com/gpu=...
+    gpu_request: str | None = None  # docker: "all", a count, or "device=2,3"
+    devices: tuple[str, ...] = ()  # host device nodes (InfiniBand: /dev/infiniband/uverbs0)
+    ipc: str | None = None
+    shm_size: str | None = None
+    ulimits: tuple[tuple[str, int, int], ...] = ()
+    userns: str | None = None
+    user: str | None = None
+    security_opt: tuple[str, ...] = ()
+    network: str = "none"
+    hostname: str | None = None
+    add_hosts: tuple[tuple[str, str], ...] = ()
+    stop_signal: str = "SIGTERM"
+    stop_timeout: int = 120
+    labels: tuple[tuple[str, str], ...] = ()
+    notes: tuple[str, ...] = field(default=(), compare=False)
 
 
 class Engine(Protocol):
@@ -162,6 +208,47 @@ class Engine(Protocol):
 
     def containers(self, label: str | None = None) -> list[str]:
         """Names of all containers (running or not), optionally only those with this label."""
+        ...
+
+    # --- a supervised training container (builder/launch): no timeouts, it may run for days
+
+    def rootless(self) -> bool:
+        """Whether the engine runs without root (rootless podman: --userns=keep-id)."""
+        ...
+
+    def create_container(self, run: ContainerRun) -> str:
+        """Create (not start) the container `run` describes; its id."""
+        ...
+
+    def start_container(self, cid: str) -> None: ...
+
+    def follow_logs(self, cid: str, *, stderr: bool) -> Iterator[bytes]:
+        """The container's stdout (or stderr) as it comes, until it ends."""
+        ...
+
+    def wait_container(self, cid: str) -> int:
+        """Block until the container ends; its exit code."""
+        ...
+
+    def kill_container(self, cid: str, sig: str) -> None:
+        """Send `sig` (e.g. SIGTERM) to the container's main process."""
+        ...
+
+    def stop_container(self, cid: str, timeout: int) -> None:
+        """Its stop signal, then SIGKILL after `timeout` seconds; no error if it is gone."""
+        ...
+
+    def container_exists(self, cid: str) -> bool: ...
+
+    # --- images for machines without this engine (trainimg export)
+
+    def save_oci_archive(self, ref: str) -> Iterator[bytes]:
+        """The image as an OCI archive (podman's `save --format oci-archive`), streamed."""
+        ...
+
+    def export_rootfs(self, ref: str) -> AbstractContextManager[Iterator[bytes]]:
+        """The image's flattened root filesystem as a tar stream (a container made for it,
+        never started, removed afterwards)."""
         ...
 
     def image_tags(self, repository: str) -> list[str]:

@@ -15,14 +15,17 @@ from typing import IO, Any, ClassVar
 import docker
 import requests
 from docker import errors as derr
-from docker.types import DeviceRequest
+from docker.types import DeviceRequest, Ulimit
 
-from builder.engines.base import BUILD_TIMEOUT, BuildRequest, EngineError
+from builder.engines.base import BUILD_TIMEOUT, BuildRequest, ContainerRun, EngineError
 from builder.engines.sdk import (
+    CONTAINER_OPTIONS,
+    HOST_OPTIONS,
     JsonItems,
     SdkEngine,
     json_lines,
     registry_auth_header,
+    set_options,
     stream_errors,
 )
 from builder.registry.auth import Credentials
@@ -49,8 +52,17 @@ class DockerEngine(SdkEngine):
     }
     create_options: ClassVar[Mapping[str, Any]] = {"detach": True}
 
-    def _connect(self, base_url: str, timeout: float) -> Any:
+    def _connect(self, base_url: str, timeout: float | None) -> Any:
         return docker.DockerClient(base_url=base_url, version=API_VERSION, timeout=timeout)
+
+    def _rootless(self) -> bool:
+        return any("rootless" in str(o) for o in self._low.info().get("SecurityOptions") or ())
+
+    def _create_run(self, run: ContainerRun) -> str:
+        """The low-level API: the high-level one cannot set a stop timeout."""
+        create, host = docker_create_options(run)
+        config = self._low.create_host_config(**host)
+        return str(self._low.create_container(run.image, host_config=config, **create)["Id"])
 
     @property
     def _low(self) -> Any:
@@ -78,7 +90,7 @@ class DockerEngine(SdkEngine):
             if close is not None:
                 close()
 
-    def _wait(self, container: Any, timeout: float) -> int:
+    def _wait(self, container: Any, timeout: float | None) -> int:
         try:
             status = container.wait(timeout=timeout)
         except requests.exceptions.ConnectionError as exc:
@@ -116,3 +128,42 @@ class DockerEngine(SdkEngine):
         with self._posted("/images/create", {"fromImage": ref}, headers=headers) as response:
             self._low._raise_for_status(response)
             stream_errors(json_lines(response), f"pull {ref}")
+
+
+def docker_create_options(run: ContainerRun) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(create_container, create_host_config) keyword arguments of the docker SDK's low-level
+    API for a ContainerRun (pure)."""
+    host: dict[str, Any] = {
+        "binds": {m.source: {"bind": m.target, "mode": ",".join(m.options)} for m in run.mounts},
+        "network_mode": run.network,
+        "ulimits": [Ulimit(name=n, soft=s, hard=h) for n, s, h in run.ulimits],
+    }
+    if run.add_hosts:
+        host["extra_hosts"] = dict(run.add_hosts)
+    host.update(set_options(run, HOST_OPTIONS))
+    if run.security_opt:
+        host["security_opt"] = list(run.security_opt)
+    if run.devices:
+        host["devices"] = [f"{d}:{d}:rwm" for d in run.devices]
+    if run.gpu_request:
+        host["device_requests"] = [_gpu_request(run.gpu_request)]
+    create: dict[str, Any] = {
+        "name": run.name,
+        "command": list(run.command),
+        "environment": dict(run.env),
+        "labels": dict(run.labels),
+        "stop_signal": run.stop_signal,
+        "stop_timeout": run.stop_timeout,
+    }
+    if run.entrypoint is not None:
+        create["entrypoint"] = list(run.entrypoint)
+    create.update(set_options(run, CONTAINER_OPTIONS))
+    return create, host
+
+
+def _gpu_request(request: str) -> DeviceRequest:
+    """`all`, a count, or `device=2,3` (indices or UUIDs), as `docker run --gpus` takes them."""
+    if request.startswith("device="):
+        ids = request.removeprefix("device=").split(",")
+        return DeviceRequest(device_ids=ids, capabilities=[["gpu"]])
+    return DeviceRequest(count=-1 if request == "all" else int(request), capabilities=[["gpu"]])

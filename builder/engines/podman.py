@@ -10,24 +10,27 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Any, ClassVar
 
 import podman
 from podman import errors as perr
 
-from builder.engines.base import BuildRequest, EngineError
+from builder.engines.base import BuildRequest, ContainerRun, EngineError
 from builder.engines.sdk import (
     JsonItems,
     SdkEngine,
     json_lines,
     registry_auth_header,
+    set_options,
     stream_errors,
 )
 from builder.registry.auth import Credentials
 
 OCI = "application/vnd.oci.image.manifest.v1+json"
 TAR = {"Content-Type": "application/x-tar"}
+UNLIMITED = 2**64 - 1  # libpod takes rlimits as uint64: unlimited (-1 on the CLI)
 
 
 def _flag(value: bool) -> str:
@@ -42,8 +45,15 @@ class PodmanEngine(SdkEngine):
     # CDI (nvidia-ctk cdi generate)
     gpu_request: ClassVar[Mapping[str, Any]] = {"devices": ["nvidia.com/gpu=all"]}
 
-    def _connect(self, base_url: str, timeout: float) -> Any:
+    def _connect(self, base_url: str, timeout: float | None) -> Any:
         return podman.PodmanClient(base_url=base_url, timeout=timeout)
+
+    def _rootless(self) -> bool:
+        info = self._client.info()
+        return bool(((info.get("host") or {}).get("security") or {}).get("rootless"))
+
+    def _create_run(self, run: ContainerRun) -> str:
+        return str(self._client.containers.create(run.image, **libpod_create_options(run)).id)
 
     def _post(self, path: str, **kw: Any) -> Any:
         return self._client.api.post(path, **kw)
@@ -73,10 +83,18 @@ class PodmanEngine(SdkEngine):
             response.raise_for_status()
             yield json_lines(response)
 
+    def save_oci_archive(self, ref: str) -> Iterator[bytes]:
+        with self._api(f"save {ref}"):
+            response = self._unhurried.api.get(
+                f"/images/{ref}/get", params={"format": "oci-archive"}, stream=True
+            )
+            response.raise_for_status()
+        return iter(response.iter_content(chunk_size=1 << 20))
+
     def _exists(self, ref: str) -> bool:
         return bool(self._client.images.exists(ref))
 
-    def _wait(self, container: Any, timeout: float) -> int:
+    def _wait(self, container: Any, timeout: float | None) -> int:
         try:
             return int(container.wait(timeout=timeout))
         except perr.APIError as exc:
@@ -113,6 +131,37 @@ class PodmanEngine(SdkEngine):
     def _pull(self, ref: str, creds: Credentials | None, tls_verify: bool) -> None:
         params = {"reference": ref, "tlsVerify": _flag(tls_verify), "policy": "always"}
         self._progress("/images/pull", params, creds, f"pull {ref}")
+
+
+def _rlimit(n: int) -> int:
+    return n if n >= 0 else UNLIMITED
+
+
+def libpod_create_options(run: ContainerRun) -> dict[str, Any]:
+    """podman-py `containers.create` keyword arguments for a ContainerRun (pure)."""
+    kw: dict[str, Any] = {
+        "name": run.name,
+        "command": list(run.command),
+        "environment": dict(run.env),
+        "labels": dict(run.labels),
+        "network_mode": run.network,
+        "stop_signal": int(signal.Signals[run.stop_signal]),  # libpod takes the number
+        "stop_timeout": run.stop_timeout,
+        "ulimits": [{"Name": n, "Soft": _rlimit(s), "Hard": _rlimit(h)} for n, s, h in run.ulimits],
+        "volumes": {
+            m.source: {"bind": m.target, "extended_mode": list(m.options)} for m in run.mounts
+        },
+    }
+    if run.entrypoint is not None:
+        kw["entrypoint"] = list(run.entrypoint)
+    if run.add_hosts:
+        kw["extra_hosts"] = dict(run.add_hosts)
+    kw.update(set_options(run))
+    if run.cdi_devices or run.devices:
+        kw["devices"] = [*run.cdi_devices, *run.devices]
+    if run.security_opt:  # libpod takes SELinux options without the CLI's "label=" prefix
+        kw["security_opt"] = [o.removeprefix("label=") for o in run.security_opt]
+    return kw
 
 
 def _message(response: Any) -> str:

@@ -31,6 +31,7 @@ from builder.engines.base import (
     BUILD_TIMEOUT,
     BuildRequest,
     BuildResult,
+    ContainerRun,
     EngineError,
     ImageInfo,
     ImageNotFound,
@@ -65,6 +66,7 @@ class SdkEngine:
 
     base_url: str
     _client: Any
+    _long_client: Any = None
 
     def __init__(self, base_url: str, *, timeout: float = API_TIMEOUT) -> None:
         self.base_url = base_url
@@ -72,7 +74,16 @@ class SdkEngine:
 
     # --- what differs ----------------------------------------------------------------------
 
-    def _connect(self, base_url: str, timeout: float) -> Any:
+    def _connect(self, base_url: str, timeout: float | None) -> Any:
+        """The SDK's client; `timeout` None: no read timeout."""
+        raise NotImplementedError
+
+    def _rootless(self) -> bool:
+        raise NotImplementedError
+
+    def _create_run(self, run: ContainerRun) -> str:
+        """Create the container a ContainerRun describes (each SDK names its options
+        differently); its id."""
         raise NotImplementedError
 
     def _post(self, path: str, **kw: Any) -> Any:
@@ -92,7 +103,8 @@ class SdkEngine:
             return False
         return True
 
-    def _wait(self, container: Any, timeout: float) -> int:
+    def _wait(self, container: Any, timeout: float | None) -> int:
+        """The container's exit code once it ends; None: wait as long as it takes."""
         raise NotImplementedError
 
     def _remove_container(self, name: str) -> None:
@@ -237,8 +249,8 @@ class SdkEngine:
             self.remove_container(container.name)
         return RunResult(code, stdout, stderr)
 
-    def _timed_out(self, spec_image: str, timeout: float) -> EngineError:
-        return EngineError(f"{spec_image}: the container ran longer than {timeout:.0f}s")
+    def _timed_out(self, spec_image: str, timeout: float | None) -> EngineError:
+        return EngineError(f"{spec_image}: the container ran longer than {timeout or 0:.0f}s")
 
     def start(self, spec: RunSpec) -> str:
         container = self._create(spec)
@@ -259,6 +271,71 @@ class SdkEngine:
         with self._api("list containers"):
             found = self._client.containers.list(all=True, filters=filters)
         return sorted(str(c.name) for c in found)
+
+    # --- a supervised training container -------------------------------------------------
+
+    @property
+    def _unhurried(self) -> Any:
+        """A second client without a read timeout, for calls that last as long as a training
+        run (waiting for it, following its output, a stop with a long grace period)."""
+        if self._long_client is None:
+            self._long_client = self._connect(self.base_url, None)
+        return self._long_client
+
+    def rootless(self) -> bool:
+        with self._api("info"):
+            return self._rootless()
+
+    def create_container(self, run: ContainerRun) -> str:
+        with self._api(f"create a container of {run.image}"):
+            return self._create_run(run)
+
+    def start_container(self, cid: str) -> None:
+        with self._api(f"start container {cid}"):
+            self._client.containers.get(cid).start()
+
+    def follow_logs(self, cid: str, *, stderr: bool) -> Iterator[bytes]:
+        with self._api(f"logs of container {cid}"):
+            out = self._unhurried.containers.get(cid).logs(
+                stream=True, follow=True, stdout=not stderr, stderr=stderr
+            )
+        return iter((out,)) if isinstance(out, bytes) else iter(out)
+
+    def wait_container(self, cid: str) -> int:
+        with self._api(f"wait for container {cid}"):
+            return self._wait(self._unhurried.containers.get(cid), None)
+
+    def kill_container(self, cid: str, sig: str) -> None:
+        with self._api(f"signal container {cid}"):
+            self._client.containers.get(cid).kill(signal=sig)
+
+    def stop_container(self, cid: str, timeout: int) -> None:
+        with self._api(f"stop container {cid}"), contextlib.suppress(*self.not_found):
+            self._unhurried.containers.get(cid).stop(timeout=timeout)
+
+    def container_exists(self, cid: str) -> bool:
+        with self._api(f"container {cid}"):
+            try:
+                self._client.containers.get(cid)
+            except self.not_found:
+                return False
+        return True
+
+    def save_oci_archive(self, ref: str) -> Iterator[bytes]:
+        raise EngineError(
+            f"{self.name}: its API saves docker archives only; export the image with podman, "
+            "or as an enroot image (.sqsh)"
+        )
+
+    @contextlib.contextmanager
+    def export_rootfs(self, ref: str) -> Iterator[Iterator[bytes]]:
+        name = f"trainimg-export-{secrets.token_hex(4)}"
+        self._create(RunSpec(ref, command=("true",), name=name))
+        try:
+            with self._api(f"export {ref}"):
+                yield iter(self._unhurried.containers.get(name).export())
+        finally:
+            self.remove_container(name)
 
     def history(self, ref: str) -> list[str]:
         """The image's history, newest first: each layer's `created_by` (what audits read)."""
@@ -299,9 +376,23 @@ class SdkEngine:
 
     def close(self) -> None:
         self._client.close()
+        if self._long_client is not None:
+            self._long_client.close()
 
 
 # --- request and answer shapes both SDKs use ---------------------------------------------
+
+# (ContainerRun field, SDK keyword) of the plain options both SDKs name alike: host settings
+# (docker: create_host_config) and container settings (docker: create_container)
+HOST_OPTIONS = (("ipc", "ipc_mode"), ("shm_size", "shm_size"), ("userns", "userns_mode"))
+CONTAINER_OPTIONS = (("user", "user"), ("hostname", "hostname"))
+
+
+def set_options(
+    run: ContainerRun, options: Sequence[tuple[str, str]] = HOST_OPTIONS + CONTAINER_OPTIONS
+) -> dict[str, Any]:
+    """The options of `run` that are set, under their SDK keywords; unset ones keep defaults."""
+    return {keyword: getattr(run, name) for name, keyword in options if getattr(run, name)}
 
 
 def split_ref(ref: str) -> tuple[str, str]:
@@ -339,6 +430,8 @@ def image_info(attrs: Mapping[str, Any]) -> ImageInfo:
         cmd=tuple(config.get("Cmd") or ()),
         layers=tuple((attrs.get("RootFS") or {}).get("Layers") or ()),
         created=str(attrs.get("Created") or ""),
+        workdir=str(config.get("WorkingDir") or ""),
+        volumes=tuple(sorted(config.get("Volumes") or ())),
     )
 
 

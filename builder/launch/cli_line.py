@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from builder.launch.plan import ContainerRun
+from builder.engines.base import ContainerRun
 
 
 def _limit(n: int) -> str:
@@ -30,7 +30,7 @@ def argv(run: ContainerRun) -> list[str]:
         out.append(f"--shm-size={run.shm_size}")
     for name, soft, hard in run.ulimits:
         out += ["--ulimit", f"{name}={_limit(soft)}" + ("" if soft == hard else f":{hard}")]
-    for device in run.cdi_devices:
+    for device in (*run.cdi_devices, *run.devices):
         out += ["--device", device]
     if run.gpu_request:
         out += ["--gpus", run.gpu_request]

@@ -7,6 +7,7 @@ import contextlib
 import os
 import re
 import stat
+import struct
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from builder.nvidia_require.admission import VisibleGpu
 from builder.preflight import parsers
 
 SELINUX_ENFORCE = "/sys/fs/selinux/enforce"
+ACL_XATTR = "system.posix_acl_access"
+RDMA_DIR = "/dev/infiniband"
 NVIDIA_GPUS = "/proc/driver/nvidia/gpus"
 _MODEL = re.compile(r"^Model:\s*(.+)$", re.MULTILINE)
 
@@ -87,12 +90,36 @@ def _nvidia(root: Path) -> tuple[parsers.KernelModule | None, tuple[VisibleGpu, 
     return module, known, count
 
 
+def parse_acl(blob: bytes) -> tuple[tuple[int, int, int], ...]:
+    """The kernel's `system.posix_acl_access` value: a version (2) and 8-byte entries of tag,
+    permission bits and uid/gid, little-endian. Anything else: no ACL (mode bits alone)."""
+    if len(blob) < 4 or (len(blob) - 4) % 8 or struct.unpack_from("<I", blob)[0] != 2:
+        return ()
+    return tuple((tag, perm & 7, who) for tag, perm, who in struct.iter_unpack("<HHI", blob[4:]))
+
+
 def directory(path: str) -> Directory:
     try:
         st = os.stat(path)
     except OSError:
         return Directory(path, False)
-    return Directory(path, True, stat.S_ISDIR(st.st_mode), st.st_uid, st.st_gid, st.st_mode & 0o777)
+    acl: tuple[tuple[int, int, int], ...] = ()
+    with contextlib.suppress(OSError):  # no ACL, or a filesystem without them
+        acl = parse_acl(os.getxattr(path, ACL_XATTR))
+    mode = st.st_mode & 0o777
+    return Directory(path, True, stat.S_ISDIR(st.st_mode), st.st_uid, st.st_gid, mode, acl)
+
+
+def rdma_devices(root: Path = Path("/")) -> tuple[str, ...]:
+    """The InfiniBand/RoCE device nodes (uverbs, rdma_cm, umad) NCCL's IB transport opens."""
+    d = root / RDMA_DIR.lstrip("/")
+    with contextlib.suppress(OSError):
+        return tuple(
+            f"{RDMA_DIR}/{e.name}"
+            for e in sorted(d.iterdir(), key=lambda e: e.name)
+            if stat.S_ISCHR(e.stat().st_mode)
+        )
+    return ()
 
 
 def read_host(
@@ -110,6 +137,7 @@ def read_host(
         gid=os.getgid(),
         selinux_enforcing=selinux_enforcing(root),
         cdi_devices=cdi_devices(root) if engine == "podman" else (),
+        rdma_devices=rdma_devices(root),
         gpu_count=count,
         driver=driver,
         driver_flavour=module_flavour(root),

@@ -7,111 +7,99 @@ says why, so `--dry-run` and the SDK run are the same plan (cli_line.py, execute
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
-from builder.engines.base import ImageInfo
+from builder.engines.base import ContainerRun, ImageInfo, Mount
 from builder.facts.host import CDI_SPEC_DIRS
 from builder.labels import RUN_LABEL, TRAINER_VERSION_LABEL
 from builder.launch.request import (
     CKPT,
     DATA,
     Directory,
+    GpuRequest,
     LaunchError,
     LaunchHost,
     RunRequest,
 )
 
 PASSTHROUGH_PREFIXES = ("NCCL_", "TORCH_", "GLOO_")
-PASSTHROUGH_NAMES = ("CUDA_VISIBLE_DEVICES",)
+# which interface NCCL/gloo use: meaningless without a network (and fatal under --network
+# none, where the named interface does not exist)
+IFNAME_SUFFIX = "_SOCKET_IFNAME"
 CDI_GPU = "nvidia.com/gpu"
 CDI_FIX = (
     "generate one with `sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml` "
     "(nvidia-container-toolkit), check it with `nvidia-ctk cdi list`, or run on the CPU with "
     "--gpus none"
 )
-TORCHRUN = ("-m", "torch.distributed.run")
+# the one launcher: torchrun's arguments, the trainer's exit codes (trainer/launch.py)
+LAUNCHER = ("-m", "trainer.launch")
 
 
-@dataclass(frozen=True)
-class Mount:
-    source: str
-    target: str
-    read_only: bool
-    relabel: str | None  # "z" (shared) or "Z" (private) on SELinux-enforcing hosts
-
-    @property
-    def options(self) -> tuple[str, ...]:
-        return ("ro" if self.read_only else "rw", *((self.relabel,) if self.relabel else ()))
-
-
-@dataclass(frozen=True)
-class ContainerRun:
-    """Everything `podman run` / `docker run` is given; both cli_line and execute read this."""
-
-    engine: str
-    image: str
-    name: str
-    command: tuple[str, ...]
-    entrypoint: tuple[str, ...] | None = None
-    env: tuple[tuple[str, str], ...] = ()
-    mounts: tuple[Mount, ...] = ()
-    cdi_devices: tuple[str, ...] = ()  # podman
-    gpu_request: str | None = None  # docker: "all" or a count
-    ipc: str | None = None
-    shm_size: str | None = None
-    ulimits: tuple[tuple[str, int, int], ...] = ()
-    userns: str | None = None
-    user: str | None = None
-    security_opt: tuple[str, ...] = ()
-    network: str = "none"
-    hostname: str | None = None
-    add_hosts: tuple[tuple[str, str], ...] = ()
-    stop_signal: str = "SIGTERM"
-    stop_timeout: int = 120
-    labels: tuple[tuple[str, str], ...] = ()
-    notes: tuple[str, ...] = field(default=(), compare=False)
-
-
-def passthrough_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The caller's NCCL_*, TORCH_*, GLOO_* and CUDA_VISIBLE_DEVICES, sorted by name."""
+def passthrough_env(env: Mapping[str, str], network: str = "host") -> dict[str, str]:
+    """The caller's NCCL_*, TORCH_*, GLOO_*, sorted by name; the *_SOCKET_IFNAME ones only when
+    the container has a network. CUDA_VISIBLE_DEVICES never: the container sees exactly the
+    GPUs it was given, numbered from 0, and a host-side selection would select again."""
     return {
         k: env[k]
         for k in sorted(env)
-        if k.startswith(PASSTHROUGH_PREFIXES) or k in PASSTHROUGH_NAMES
+        if k.startswith(PASSTHROUGH_PREFIXES) and (network != "none" or IFNAME_SUFFIX not in k)
     }
 
 
 def _gpu_devices(req: RunRequest, host: LaunchHost, notes: list[str]) -> tuple[str, ...]:
-    """CDI device names for podman (nvidia.com/gpu=all or =0..N-1), as the spec lists them."""
+    """CDI device names for podman (nvidia.com/gpu=all, =0..N-1, or the ones named), as the
+    spec lists them."""
     listed = [d for d in host.cdi_devices if d.startswith(f"{CDI_GPU}=")]
     where = " or ".join(CDI_SPEC_DIRS)
     if not listed:
         raise LaunchError(
-            f"--gpus {req.gpus}: no CDI spec in {where} lists {CDI_GPU} devices, so podman "
-            f"cannot give the container a GPU; {CDI_FIX}"
+            f"--gpus {_said(req.gpus)}: no CDI spec in {where} lists {CDI_GPU} devices, so "
+            f"podman cannot give the container a GPU; {CDI_FIX}"
         )
     if req.gpus == "all":
         if f"{CDI_GPU}=all" not in listed:
             raise LaunchError(f"--gpus all: the CDI spec lists no {CDI_GPU}=all; {CDI_FIX}")
         notes.append(f"GPUs: CDI {CDI_GPU}=all (a spec in {where})")
         return (f"{CDI_GPU}=all",)
-    assert isinstance(req.gpus, int)
-    wanted = tuple(f"{CDI_GPU}={i}" for i in range(req.gpus))
+    wanted = cdi_names(req.gpus)
     missing = [d for d in wanted if d not in listed]
     if missing:
         raise LaunchError(
-            f"--gpus {req.gpus}: the CDI spec lists {', '.join(sorted(listed))}, not "
-            f"{', '.join(missing)}; ask for fewer GPUs or regenerate the spec ({CDI_FIX})"
+            f"--gpus {_said(req.gpus)}: the CDI spec lists {', '.join(sorted(listed))}, not "
+            f"{', '.join(missing)}; ask for GPUs it lists or regenerate the spec ({CDI_FIX}; "
+            "--device-name-strategy=uuid adds the GPU-... names)"
         )
     notes.append(f"GPUs: CDI {', '.join(wanted)}")
     return wanted
 
 
+def cdi_names(gpus: GpuRequest) -> tuple[str, ...]:
+    """The CDI device names `--gpus` asks for (all, the first N, or the ones named)."""
+    if gpus == "none":
+        return ()
+    if gpus == "all":
+        return (f"{CDI_GPU}=all",)
+    return tuple(f"{CDI_GPU}={i}" for i in (range(gpus) if isinstance(gpus, int) else gpus))
+
+
+def _said(gpus: GpuRequest) -> str:
+    """--gpus as the user wrote it."""
+    return ",".join(gpus) if isinstance(gpus, tuple) else str(gpus)
+
+
+def _docker_gpus(gpus: GpuRequest) -> str:
+    """`docker run --gpus` syntax: all, a count, or device=2,3."""
+    return f"device={','.join(gpus)}" if isinstance(gpus, tuple) else str(gpus)
+
+
 def gpus_in_container(req: RunRequest, host: LaunchHost) -> int:
+    """How many GPUs the container sees: one worker each."""
     if req.gpus == "none":
         return 0
     if req.gpus == "all":
         return max(host.gpu_count, 1)
+    if isinstance(req.gpus, tuple):
+        return len(req.gpus)
     assert isinstance(req.gpus, int)
     return req.gpus
 
@@ -158,40 +146,45 @@ def _check_dir(d: Directory | None, flag: str, uid: int, gid: int, write: bool) 
     bits = 7 if write else 5
     if not d.allows(uid, gid, bits):
         need = "write to" if write else "read"
-        fix = (
-            f"`chown {uid}:{gid} {d.path}`"
-            if write
-            else f"`chmod o+rx {d.path}` (or `chgrp {gid} {d.path}; chmod g+rx {d.path}`)"
-        )
+        perms = "rwx" if write else "rx"
+        acl = " and its ACL" if d.acl else ""
         raise LaunchError(
             f"{flag} {d.path}: the container user (uid {uid}, gid {gid}) cannot {need} it "
-            f"(owner {d.uid}:{d.gid}, mode {d.mode:o}); {fix}"
+            f"(owner {d.uid}:{d.gid}, mode {d.mode:o}{acl}); grant it with "
+            f"`setfacl -m u:{uid}:{perms} {d.path}`"
+            + (f" or `chown {uid}:{gid} {d.path}`" if write else f" or `chmod o+rx {d.path}`")
         )
 
 
 def _mounts(
-    req: RunRequest, host: LaunchHost, uid: int, gid: int, notes: list[str]
+    req: RunRequest, host: LaunchHost, uid: int, gid: int, unlabelled: bool, notes: list[str]
 ) -> tuple[Mount, ...]:
+    """/data read-only, never relabelled (a shared dataset's label is the admin's); /ckpt
+    relabelled on SELinux-enforcing hosts (:Z private, :z when several containers share it),
+    unless the container runs unlabelled (label=disable), where a relabel changes nothing."""
     mounts = []
-    shared = req.nnodes > 1
     if req.data is not None:
         _check_dir(host.dirs.get(req.data), "--data", uid, gid, write=False)
-        mounts.append(Mount(req.data, DATA, True, "z" if host.selinux_enforcing else None))
+        mounts.append(Mount(req.data, DATA, True, None))
     if req.ckpt is not None:
         _check_dir(host.dirs.get(req.ckpt), "--ckpt", uid, gid, write=True)
-        label = ("z" if shared else "Z") if host.selinux_enforcing else None
+        label = None
+        if host.selinux_enforcing and not unlabelled:
+            label = "z" if req.nnodes > 1 else "Z"
         mounts.append(Mount(req.ckpt, CKPT, False, label))
     if mounts and host.selinux_enforcing:
-        notes.append(
-            "SELinux is enforcing (/sys/fs/selinux/enforce): volumes are relabelled "
-            "(:z shared for /data"
-            + (
-                ", :z for /ckpt shared by several containers"
-                if shared
-                else ", :Z private for /ckpt"
+        if unlabelled:
+            notes.append(
+                "SELinux is enforcing, the container runs unlabelled (label=disable): the "
+                "volumes are used as they are, not relabelled"
             )
-            + ")"
-        )
+        else:
+            notes.append(
+                "SELinux is enforcing (/sys/fs/selinux/enforce): /ckpt is relabelled ("
+                + ("z: shared by the nodes" if req.nnodes > 1 else "Z: private")
+                + "); /data is not (label a shared dataset once: `chcon -R -t "
+                "container_ro_file_t DIR`)"
+            )
     return tuple(mounts)
 
 
@@ -224,7 +217,7 @@ def _launcher(
     run = [f"--nnodes={req.nnodes}", f"--nproc-per-node={nproc}"]
     if req.nnodes == 1:
         run.append("--standalone")
-        notes.append(f"torchrun --standalone: {nproc} processes in one container")
+        notes.append(f"trainer.launch (torchrun) --standalone: {nproc} processes in one container")
     else:
         assert req.rdzv is not None
         run += [
@@ -243,25 +236,38 @@ def _launcher(
             f"torchrun: node {req.node_rank} of {req.nnodes}, c10d rendezvous at {req.rdzv} "
             "(node 0 hosts it)"
         )
-    return (python, *TORCHRUN), (*run, "--max-restarts=0", "-m", "trainer", *args)
+    return (python, *LAUNCHER), (*run, "--max-restarts=0", "-m", "trainer", *args)
 
 
 def _nccl(
-    req: RunRequest, notes: list[str]
-) -> tuple[str | None, str | None, tuple[tuple[str, int, int], ...]]:
-    """(ipc, shm size, ulimits): what NCCL needs between GPU processes. A CPU run (gloo, TCP)
-    needs none of it, and raising memlock needs CAP_SYS_RESOURCE, which not every host grants
-    the engine; --shm-size still applies when given."""
+    req: RunRequest, host: LaunchHost, notes: list[str]
+) -> tuple[str | None, str | None, tuple[tuple[str, int, int], ...], tuple[str, ...]]:
+    """(ipc, shm size, ulimits, devices): what NCCL needs between GPU processes and nodes. A
+    CPU run (gloo, TCP) needs none of it; --shm-size still applies when given. Locked memory
+    (NCCL's buffers, InfiniBand's registrations) is raised only where the engine may: rootless
+    podman cannot ("error setting rlimit type 8"), so there it stays the user's own limit.
+    InfiniBand/RoCE device nodes go in for several nodes, so NCCL does not fall back to TCP."""
     if req.gpus == "none":
         if req.shm_size:
             notes.append(f"--shm-size {req.shm_size}")
-        return None, req.shm_size, ()
-    memlock = (("memlock", -1, -1),)
+        return None, req.shm_size, (), ()
+    memlock: tuple[tuple[str, int, int], ...] = ()
+    if host.rootless:
+        notes.append(
+            "rootless: locked memory stays at your own limit (`ulimit -l`; raise it in "
+            "/etc/security/limits.conf for NCCL/InfiniBand)"
+        )
+    else:
+        memlock = (("memlock", -1, -1),)
+    rdma = host.rdma_devices if req.nnodes > 1 else ()
+    if rdma:
+        notes.append(f"InfiniBand/RoCE: {', '.join(rdma)} for NCCL between the nodes")
+    locked = ", memlock unlimited" if memlock else ""
     if req.shm_size:
-        notes.append(f"NCCL: --shm-size {req.shm_size} (instead of --ipc=host), memlock unlimited")
-        return None, req.shm_size, memlock
-    notes.append("NCCL: --ipc=host (shared memory between GPU processes), memlock unlimited")
-    return "host", None, memlock
+        notes.append(f"NCCL: --shm-size {req.shm_size} (instead of --ipc=host){locked}")
+        return None, req.shm_size, memlock, rdma
+    notes.append(f"NCCL: --ipc=host (shared memory between GPU processes){locked}")
+    return "host", None, memlock, rdma
 
 
 def check_request(req: RunRequest) -> None:
@@ -301,21 +307,26 @@ def plan_run(req: RunRequest, host: LaunchHost, image: ImageInfo) -> ContainerRu
         if host.engine == "podman":
             cdi = _gpu_devices(req, host, notes)
         else:
-            gpu_request = str(req.gpus)
-            notes.append(f"GPUs: docker device request ({req.gpus}, capability gpu)")
+            gpu_request = _docker_gpus(req.gpus)
+            notes.append(f"GPUs: docker device request ({gpu_request}, capability gpu)")
+        if "CUDA_VISIBLE_DEVICES" in host.env:
+            notes.append(
+                f"CUDA_VISIBLE_DEVICES={host.env['CUDA_VISIBLE_DEVICES']} is not passed in: "
+                "--gpus chooses the container's GPUs (e.g. --gpus 2,3)"
+            )
     nproc = req.nproc_per_node or max(gpus_in_container(req, host), 1)
     userns, user, uid, gid = _user(req, host, image, notes)
-    mounts = _mounts(req, host, uid, gid, notes)
-    env = passthrough_env(host.env)
-    if user is not None and userns is None:
-        env["HOME"] = "/tmp"  # noqa: S108 - the container's own /tmp, not the host's
-    env |= dict(req.env)
     security: tuple[str, ...] = ()
     if cdi and host.selinux_enforcing:
         security = ("label=disable",)
         notes.append("SELinux + CDI: --security-opt label=disable, as NVIDIA's CDI guide says")
-    ipc, shm, ulimits = _nccl(req, notes)
+    mounts = _mounts(req, host, uid, gid, bool(security), notes)
     network = req.network or ("host" if req.nnodes > 1 else "none")
+    env = passthrough_env(host.env, network)
+    if user is not None and userns is None:
+        env["HOME"] = "/tmp"  # noqa: S108 - the container's own /tmp, not the host's
+    env |= dict(req.env)
+    ipc, shm, ulimits, devices = _nccl(req, host, notes)
     if network == "host" and req.nnodes > 1:
         notes.append("multi-node: --network host, so NCCL/gloo reach the other nodes directly")
     entrypoint, command = _launcher(req, image, nproc, notes)
@@ -333,6 +344,7 @@ def plan_run(req: RunRequest, host: LaunchHost, image: ImageInfo) -> ContainerRu
         mounts=mounts,
         cdi_devices=cdi,
         gpu_request=gpu_request,
+        devices=devices,
         ipc=ipc,
         shm_size=shm,
         ulimits=ulimits,

@@ -34,13 +34,28 @@ class Rendezvous:
         return f"{self.host}:{self.port}"
 
 
-def parse_gpus(text: str) -> str | int:
-    """`all`, `none` or a positive count."""
+GpuRequest = str | int | tuple[str, ...]  # all | none | a count | devices by index or UUID
+_GPU_ID = re.compile(r"^(?:\d{1,3}|(?:GPU|MIG)-[0-9A-Fa-f-]{8,64})$")  # as nvidia-smi -L names
+
+
+def parse_gpus(text: str) -> GpuRequest:
+    """`all`, `none`, a positive count (the first N GPUs), or devices by index or UUID:
+    `2,3`, `device=2`, `GPU-8f6e...` (docker's --gpus syntax; the CDI spec names them alike)."""
     if text in ("all", "none"):
         return text
-    if text.isdigit() and int(text) > 0:
+    if text.isdigit() and int(text) > 0:  # a bare number counts; device=2 names one
         return int(text)
-    raise LaunchError(f"--gpus {text!r}: expected all, none or a number of GPUs (1, 2, ...)")
+    ids = (
+        []
+        if text.isdigit()
+        else [x.strip() for x in text.removeprefix("device=").split(",") if x.strip()]
+    )
+    if ids and len(set(ids)) == len(ids) and all(_GPU_ID.match(i) for i in ids):
+        return tuple(ids)
+    raise LaunchError(
+        f"--gpus {text!r}: expected all, none, a number of GPUs (2: the first two), or devices "
+        "by index or UUID (2,3 or device=2 or GPU-8f6e...; `nvidia-smi -L` lists them)"
+    )
 
 
 def parse_rdzv(text: str) -> Rendezvous:
@@ -92,7 +107,7 @@ def parse_env(items: list[str]) -> dict[str, str]:
 class RunRequest:
     image: str
     trainer_args: tuple[str, ...] = ()
-    gpus: str | int = "none"
+    gpus: GpuRequest = "none"
     data: str | None = None  # host directory -> /data (read-only)
     ckpt: str | None = None  # host directory -> /ckpt
     nnodes: int = 1
@@ -110,9 +125,14 @@ class RunRequest:
     env: Mapping[str, str] = field(default_factory=dict)  # --env KEY=VALUE
 
 
+# POSIX ACL entry tags (acl(5); the kernel's system.posix_acl_access xattr uses these values)
+ACL_USER_OBJ, ACL_USER, ACL_GROUP_OBJ, ACL_GROUP, ACL_MASK, ACL_OTHER = 1, 2, 4, 8, 16, 32
+
+
 @dataclass(frozen=True)
 class Directory:
-    """A host directory as stat() saw it (exists False: the rest is meaningless)."""
+    """A host directory as stat() saw it (exists False: the rest is meaningless), with its
+    POSIX ACL entries (tag, permission bits, uid/gid) when it has an extended ACL."""
 
     path: str
     exists: bool
@@ -120,16 +140,33 @@ class Directory:
     uid: int = 0
     gid: int = 0
     mode: int = 0o755
+    acl: tuple[tuple[int, int, int], ...] = ()
 
     def allows(self, uid: int, gid: int, bits: int) -> bool:
-        """Whether uid/gid gets `bits` (4 r, 2 w, 1 x) from the mode (no ACLs, no root)."""
+        """Whether a process of uid/gid (no supplementary groups: what `--user UID:GID`
+        gives) gets `bits` (4 r, 2 w, 1 x), as access(2) decides: the owner's bits, a named
+        user's entry, the groups' entries (any that grants), others; named users and groups
+        limited by the mask (acl(5), "access check algorithm"). Root is never the container
+        user, so CAP_DAC_OVERRIDE is not considered."""
         if uid == self.uid:
-            have = (self.mode >> 6) & 7
-        elif gid == self.gid:
-            have = (self.mode >> 3) & 7
-        else:
-            have = self.mode & 7
-        return have & bits == bits
+            return (self.mode >> 6) & bits == bits
+        entries = self.acl or (
+            (ACL_GROUP_OBJ, (self.mode >> 3) & 7, 0),
+            (ACL_OTHER, self.mode & 7, 0),
+        )
+        mask = next((perm for tag, perm, _ in entries if tag == ACL_MASK), 7)
+        for tag, perm, who in entries:
+            if tag == ACL_USER and who == uid:
+                return perm & mask & bits == bits
+        group_perms = [
+            perm & mask
+            for tag, perm, who in entries
+            if (tag == ACL_GROUP_OBJ and gid == self.gid) or (tag == ACL_GROUP and who == gid)
+        ]
+        if group_perms:
+            return any(perm & bits == bits for perm in group_perms)
+        other = next((perm for tag, perm, _ in entries if tag == ACL_OTHER), 0)
+        return other & bits == bits
 
 
 @dataclass(frozen=True)
@@ -140,6 +177,7 @@ class LaunchHost:
     gid: int
     selinux_enforcing: bool = False
     cdi_devices: tuple[str, ...] = ()  # fully qualified: nvidia.com/gpu=0, nvidia.com/gpu=all
+    rdma_devices: tuple[str, ...] = ()  # InfiniBand/RoCE device nodes: /dev/infiniband/*
     gpu_count: int = 0  # NVIDIA devices the driver lists
     driver: str | None = None  # the loaded NVIDIA kernel module's version
     driver_flavour: str | None = None  # open | proprietary (the loaded module's)

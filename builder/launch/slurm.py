@@ -1,13 +1,17 @@
 """`trainimg slurm`: an sbatch script that runs one container per node (pure rendering).
 
-The per-node line is the same plan `trainimg run` makes (plan.py, cli_line.py), for a GPU node
-as the script assumes it: podman with a CDI spec, SELinux labels (a no-op where SELinux is
-off), rootless podman (--userns=keep-id) unless --rootful. The words that differ per node (its
-rank, node 0's address, the job id) become shell variables the script sets at run time.
+What a compute node runs is decided when the script runs, not when it is written: the image
+comes by digest from a registry, or from an archive on the shared filesystem (`trainimg
+export`), never `localhost/` (which exists only where it was built); the GPUs are the ones
+Slurm allocated on that node, as CDI names (podman's containers live outside the job's cgroup);
+the user is whoever runs the job (rootless podman: --userns=keep-id; root: the image's user);
+the rendezvous port follows the job id. The per-node podman line is the plan `trainimg run`
+makes (plan.py, cli_line.py); its per-node words become shell variables and arrays.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,10 +19,11 @@ from pathlib import Path
 import jinja2
 
 from builder import __version__
-from builder.engines.base import ImageInfo
-from builder.labels import RUN_LABEL, TRAINER_VERSION_LABEL, VENV
+from builder.engines.base import ContainerRun, ImageInfo
+from builder.labels import RUN_LABEL
 from builder.launch import cli_line
-from builder.launch.plan import ContainerRun, plan_run
+from builder.launch.expected_image import expected_image
+from builder.launch.plan import plan_run
 from builder.launch.request import (
     Directory,
     LaunchError,
@@ -27,31 +32,45 @@ from builder.launch.request import (
     RunRequest,
     check_name,
 )
+from builder.registry.reference import ReferenceError_, parse_reference
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "templates" / "sbatch.sh.j2"
 DEFAULT_GRACE = 120
-DEFAULT_PORT = 29500
+PORT_FROM_JOB_ID = "$((20000 + SLURM_JOB_ID % 20000))"
 _RDZV_HOST = "trainimg-rdzv-host"
+_RDZV_PORT = 29500
 _RDZV_ID = "trainimg-rdzv-id"
 _NAME = "trainimg-slurm-node"
 _LOCAL_ADDR = "trainimg-local-addr"
+_IMAGE = "trainimg-image"
 _NODE_NAME = '"trainimg-$SLURM_JOB_ID-$SLURM_NODEID"'
-# per-node words: what the plan holds -> what the script writes (double-quoted, expanded there)
+# per-node words: what the plan holds -> what the script writes (expanded there)
 _VARIABLE_WORDS = {
     "--node-rank=0": '--node-rank="$SLURM_NODEID"',
-    f"--rdzv-endpoint={_RDZV_HOST}:{DEFAULT_PORT}": '--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"',
+    f"--rdzv-endpoint={_RDZV_HOST}:{_RDZV_PORT}": '--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"',
     f"--rdzv-id={_RDZV_ID}": '--rdzv-id="trainimg-$SLURM_JOB_ID"',
     "--rdzv-conf=is_host=true": '--rdzv-conf=is_host="$is_host"',
     f"--local-addr={_LOCAL_ADDR}": '--local-addr="$local_addr"',
     _NAME: _NODE_NAME,
     f"{RUN_LABEL}={_NAME}": f"{RUN_LABEL}={_NODE_NAME}",
+    _IMAGE: '"$IMAGE"',
 }
+# words the script decides at run time: the plan's GPU and memlock options -> the `opts` array
+_RUNTIME_OPTIONS = (("--device", "nvidia.com/gpu=all"), ("--ulimit", "memlock=-1"))
 _TIME = r"^(?:\d+|\d+:\d{2}(?::\d{2})?|\d+-\d+(?::\d{2}(?::\d{2})?)?)$"
+_MEM = r"^\d+[KMGT]?$"
+_PATH = re.compile(r"^/[A-Za-z0-9._/+-]+$")
+LOCAL_REGISTRIES = ("localhost",)
+SHIP_IT = (
+    "push it (`trainimg push CELL --registry HOST/REPO` records its digest; then `trainimg "
+    "slurm CELL`) or export it to the shared filesystem (`trainimg export CELL -o "
+    "/nfs/images/trainimg.tar`, or .sqsh for --pyxis; then --archive PATH)"
+)
 
 
 @dataclass(frozen=True)
 class SlurmJob:
-    image: str
+    image: str  # registry reference by digest: HOST[:PORT]/REPO@sha256:... (unless archive)
     cell: str
     nodes: int
     gpus_per_node: int
@@ -60,18 +79,60 @@ class SlurmJob:
     time: str | None = None
     data: str | None = None
     ckpt: str | None = None
-    port: int = DEFAULT_PORT
+    port: int | None = None  # None: derived from the job id
     grace: int = DEFAULT_GRACE
     pyxis: bool = False  # enroot/pyxis: srun --container-image instead of podman run
-    container_image: str | None = None  # what pyxis pulls (default: image)
-    rootful: bool = False
-    uid: int = 1000  # the submitting user (rootful podman runs the trainer as this uid)
-    gid: int = 1000
+    archive: str | None = None  # shared OCI archive (.tar, podman) or enroot image (.sqsh)
+    cpus_per_node: int | None = None
+    mem: str | None = None  # per node, Slurm's --mem (0: all of it)
+    exclusive: bool | None = None  # None: whole nodes when GPUs are asked for
+    image_info: ImageInfo | None = None  # the image as built (a cell's labels); default: contract
+
+
+@dataclass(frozen=True)
+class NodeImage:
+    """What the nodes run (the script's $IMAGE) and where it comes from (a comment)."""
+
+    ref: str
+    source: str
+
+
+def node_image(job: SlurmJob) -> NodeImage:
+    """The image reference a compute node can resolve: a registry digest, or a shared archive.
+    LaunchError for anything only the build machine has (localhost/, a bare tag)."""
+    if job.archive is not None:
+        suffix = ".sqsh" if job.pyxis else ".tar"
+        if not _PATH.match(job.archive) or not job.archive.endswith(suffix):
+            kind = "an enroot .sqsh image" if job.pyxis else "an OCI archive (.tar)"
+            raise LaunchError(
+                f"--archive {job.archive!r}: give the absolute path of {kind} on the shared "
+                f"filesystem (letters, digits, ._/+-), as `trainimg export CELL -o PATH` writes it"
+            )
+        if job.pyxis:
+            return NodeImage(job.archive, f"the enroot image {job.archive} (trainimg export)")
+        return NodeImage(f"oci-archive:{job.archive}", f"the OCI archive {job.archive}")
+    try:
+        ref = parse_reference(job.image, what="image")
+    except ReferenceError_ as exc:
+        raise LaunchError(f"{exc}; {SHIP_IT}") from None
+    host = ref.registry.rsplit(":", 1)[0]
+    if host in LOCAL_REGISTRIES:
+        raise LaunchError(
+            f"image {job.image}: the compute nodes cannot pull {ref.registry}/ (it exists only "
+            f"where it was built); {SHIP_IT}"
+        )
+    if job.pyxis:  # enroot's syntax: REGISTRY#IMAGE:TAG, or @DIGEST (enroot 4.0 or later)
+        at = f"@{ref.digest}" if ref.digest else f":{ref.tag or 'latest'}"
+        return NodeImage(f"{ref.registry}#{ref.repository}{at}", f"{ref}, imported by enroot")
+    if ref.digest is None:
+        raise LaunchError(
+            f"image {job.image}: no digest, so the nodes could each pull a different image; "
+            f"name it HOST/REPO@sha256:..., or {SHIP_IT}"
+        )
+    return NodeImage(f"{ref.name}@{ref.digest}", f"{ref}, pulled by digest")
 
 
 def _check(job: SlurmJob) -> None:
-    import re
-
     if job.nodes < 1:
         raise LaunchError(f"--nodes {job.nodes}: expected 1 or more")
     if job.gpus_per_node < 0:
@@ -82,10 +143,14 @@ def _check(job: SlurmJob) -> None:
         raise LaunchError(
             f"--time {job.time!r}: expected a Slurm time limit (MINUTES, HH:MM:SS, D-HH:MM)"
         )
-    if not 0 < job.port < 65536:
+    if job.port is not None and not 0 < job.port < 65536:
         raise LaunchError(f"--port {job.port}: expected 1-65535")
     if job.grace < 1:
         raise LaunchError(f"--grace {job.grace}: expected seconds before the limit, 1 or more")
+    if job.cpus_per_node is not None and job.cpus_per_node < 1:
+        raise LaunchError(f"--cpus-per-node {job.cpus_per_node}: expected 1 or more")
+    if job.mem is not None and not re.match(_MEM, job.mem):
+        raise LaunchError(f"--mem {job.mem!r}: expected a size as Slurm takes it (64G, 0: all)")
     for flag, path in (("--data", job.data), ("--ckpt", job.ckpt)):
         if path is not None and not path.startswith("/"):
             raise LaunchError(f"{flag} {path!r}: give an absolute path on the shared filesystem")
@@ -94,104 +159,98 @@ def _check(job: SlurmJob) -> None:
 def node_plan(job: SlurmJob) -> ContainerRun:
     """The plan of one node, with placeholders where the script puts per-node values."""
     req = RunRequest(
-        image=job.image,
+        image=_IMAGE,
         trainer_args=job.trainer_args,
-        # every GPU of the node through CDI; Slurm's CUDA_VISIBLE_DEVICES (passed through)
-        # selects the ones allocated to the job
         gpus="all" if job.gpus_per_node else "none",
         data=job.data,
         ckpt=job.ckpt,
         nnodes=job.nodes,
         node_rank=0,
-        rdzv=Rendezvous(_RDZV_HOST, DEFAULT_PORT),
+        rdzv=Rendezvous(_RDZV_HOST, _RDZV_PORT),
         nproc_per_node=max(job.gpus_per_node, 1),
         rdzv_id=_RDZV_ID,
         local_addr=_LOCAL_ADDR,
         network="host",
         name=_NAME,
+        stop_timeout=job.grace,
     )
-    # the compute nodes, as the script assumes them: their directories are not checked here
-    # (they are on the cluster's shared filesystem), a CDI spec lists each GPU
-    dirs = {
-        d: Directory(d, True, True, job.uid, job.gid, 0o777)
-        for d in (job.data, job.ckpt)
-        if d is not None
-    }
+    # a compute node as the script finds it: its directories are on the shared filesystem
+    # (not checked here); who runs it and which GPUs are decided there, at run time (opts)
+    dirs = {d: Directory(d, True, True, 0, 0, 0o777) for d in (job.data, job.ckpt) if d is not None}
     host = LaunchHost(
         engine="podman",
-        rootless=not job.rootful,
-        uid=job.uid,
-        gid=job.gid,
-        selinux_enforcing=True,
-        cdi_devices=(
-            "nvidia.com/gpu=all",
-            *(f"nvidia.com/gpu={i}" for i in range(job.gpus_per_node)),
-        ),
+        rootless=False,
+        uid=0,
+        gid=0,
+        selinux_enforcing=True,  # labels are a no-op where SELinux is off
+        cdi_devices=("nvidia.com/gpu=all",),
         gpu_count=job.gpus_per_node,
         dirs=dirs,
     )
-    image = ImageInfo(
-        id="sha256:" + "0" * 64,
-        tags=(job.image,),
-        digest=None,
-        size=0,
-        labels={TRAINER_VERSION_LABEL: "any"},
-        env={},
-        user="1000:1000",
-        entrypoint=(f"{VENV}/bin/python", "-m", "trainer"),
-        cmd=("--help",),
-    )
-    return plan_run(req, host, image)
+    return plan_run(req, host, job.image_info or expected_image(job.image))
 
 
 def _words(argv: list[str]) -> str:
     return " ".join(_VARIABLE_WORDS.get(w) or shlex.quote(w) for w in argv)
 
 
-def _passthrough() -> list[str]:
-    """podman's own passthrough (a name without a value; `*` globs): the job's NCCL_*, TORCH_*,
-    GLOO_* and Slurm's CUDA_VISIBLE_DEVICES."""
-    return [
-        "--env",
-        "NCCL_*",
-        "--env",
-        "TORCH_*",
-        "--env",
-        "GLOO_*",
-        "--env",
-        "CUDA_VISIBLE_DEVICES",
-    ]
+def _podman_words(plan: ContainerRun) -> list[str]:
+    """The node's `podman run` words: the run-time options (GPUs, memlock, user) as "${opts[@]}",
+    its environment passed through by name (podman's own passthrough: a name without a value,
+    `*` globs), and the resume flag a requeued job adds."""
+    argv = cli_line.argv(plan)
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if tuple(argv[i : i + 2]) in _RUNTIME_OPTIONS:
+            i += 2
+            continue
+        if argv[i] == "--stop-signal":
+            out += ["--env", "NCCL_*", "--env", "TORCH_*", "--env", "GLOO_*"]
+        out.append(argv[i])
+        i += 1
+    at = out.index("--network=host")
+    return [*out[:at], "\0opts", *out[at:], "\0resume"]
+
+
+def _node_command(plan: ContainerRun, pyxis: bool) -> str:
+    if pyxis:
+        assert plan.entrypoint is not None
+        words = [*plan.entrypoint, *plan.command, "\0resume"]
+    else:
+        words = _podman_words(plan)
+    arrays = {"\0opts": '"${opts[@]}"', "\0resume": '"${resume[@]}"'}
+    return "exec " + " ".join(arrays.get(w) or _words([w]) for w in words)
+
+
+def _srun_extra(job: SlurmJob, plan: ContainerRun, image: NodeImage) -> str:
+    if not job.pyxis:
+        return ""
+    mounts = ",".join(
+        f"{m.source}:{m.target}" + (":ro" if m.read_only else "") for m in plan.mounts
+    )
+    extra = ['--container-image="$IMAGE"']
+    if mounts:
+        extra.append(shlex.quote(f"--container-mounts={mounts}"))
+    extra += ["--no-container-mount-home", "--container-workdir=/workspace"]
+    return " ".join(extra) + " "
 
 
 def render_sbatch(job: SlurmJob) -> str:
     """The sbatch script for this job (templates/sbatch.sh.j2); LaunchError on a bad shape."""
     _check(job)
+    image = node_image(job)
     plan = node_plan(job)
-    if job.pyxis:
-        assert plan.entrypoint is not None
-        inner = [*plan.entrypoint, *plan.command]
-        node_command = "exec " + _words(inner)
-        mounts = ",".join(
-            f"{m.source}:{m.target}" + (":ro" if m.read_only else "") for m in plan.mounts
-        )
-        extra = [f"--container-image={job.container_image or job.image}"]
-        if mounts:
-            extra.append(f"--container-mounts={mounts}")
-        extra += ["--no-container-mount-home", "--container-workdir=/workspace"]
-        srun_extra = " ".join(shlex.quote(w) for w in extra) + " "
-    else:
-        argv = cli_line.argv(plan)
-        at = argv.index("--stop-signal")
-        argv[at:at] = _passthrough()
-        node_command = "exec " + _words(argv)
-        srun_extra = ""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATE.parent)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,  # noqa: S701 - a shell script; every value is quoted or validated
+        comment_start_string="{##",  # bash's ${#array[@]} is not a Jinja comment
+        comment_end_string="##}",
     )
     mode = "enroot/pyxis" if job.pyxis else "podman"
+    exclusive = job.exclusive if job.exclusive is not None else job.gpus_per_node > 0
     return env.get_template(TEMPLATE.name).render(
         title=f"trainimg slurm {job.cell}: {job.nodes} node(s) x {job.gpus_per_node} GPU(s), "
         f"{mode}",
@@ -199,10 +258,16 @@ def render_sbatch(job: SlurmJob) -> str:
         job_name=f"trainimg-{job.cell}"[:63],
         nodes=job.nodes,
         gpus=job.gpus_per_node,
+        cpus=job.cpus_per_node,
+        mem=job.mem,
+        exclusive=exclusive,
         partition=job.partition,
         time=job.time,
         grace=job.grace,
-        port=job.port,
-        node_command=node_command,
-        srun_extra=srun_extra,
+        port=job.port if job.port is not None else PORT_FROM_JOB_ID,
+        image=shlex.quote(image.ref),
+        image_source=image.source,
+        pyxis=job.pyxis,
+        node_command=_node_command(plan, job.pyxis),
+        srun_extra=_srun_extra(job, plan, image),
     )

@@ -52,11 +52,12 @@ class Registry:
     tls: bool = False
     port: int = 0
     ca: Path | None = None
+    address: str = "127.0.0.1"  # where it listens (tests/run's Slurm nodes: their private link)
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
 
     @property
     def host(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.address}:{self.port}"
 
     @property
     def url(self) -> str:

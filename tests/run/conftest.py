@@ -3,6 +3,7 @@ directories the image's user (uid 1000) may use."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -51,6 +52,16 @@ def shared_dir(path: Path, mode: int = 0o777) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     path.chmod(mode)
     return path
+
+
+def losses(metrics: Path) -> dict[int, float]:
+    """step -> loss of the trainer's `train` records in a metrics file (JSON lines)."""
+    out = {}
+    for line in metrics.read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("event") == "train":
+            out[int(rec["step"])] = float(rec["loss"])
+    return out
 
 
 def free_port() -> int:

@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import shlex
 import signal
+import struct
 from pathlib import Path
 
 import pytest
 
+from builder.engines.docker import docker_create_options as docker_kwargs
+from builder.engines.podman import UNLIMITED
+from builder.engines.podman import libpod_create_options as podman_kwargs
 from builder.launch import cli_line, hostfacts
-from builder.launch.execute import UNLIMITED, docker_kwargs, podman_kwargs
 from builder.launch.gpucheck import check_driver
 from builder.launch.plan import plan_run
 from builder.launch.request import (
+    ACL_GROUP,
+    ACL_GROUP_OBJ,
+    ACL_MASK,
+    ACL_OTHER,
+    ACL_USER,
+    ACL_USER_OBJ,
     Directory,
     LaunchError,
     Rendezvous,
@@ -35,22 +45,77 @@ def test_rootless_podman_all_gpus_selinux_line() -> None:
             "TORCH_LOGS": "+dynamo",
             "AWS_SECRET_ACCESS_KEY": "x",
             "CUDA_VISIBLE_DEVICES": "0,1",
+            "NCCL_SOCKET_IFNAME": "ib0",
             "HOME": "/home/u",
         },
     )
     req = request(gpus="all", data="/srv/data", ckpt="/srv/ckpt", trainer_args=("--resume",))
-    line = cli_line.shell_line(plan_run(req, h, image()))
+    run = plan_run(req, h, image())
+    line = cli_line.shell_line(run)
+    # rootless: no memlock it could not set; label=disable: no relabel that would change
+    # nothing; no CUDA_VISIBLE_DEVICES (the container numbers its GPUs from 0); no IFNAME
+    # without a network; two GPUs, two workers, through the one launcher
     assert line == (
         "podman run --rm --name t --label io.trainimg.run=t --userns=keep-id --user 1234:1234 "
-        "--network=none --ipc=host --ulimit memlock=-1 --device nvidia.com/gpu=all "
-        "--security-opt label=disable --volume /srv/data:/data:ro,z "
-        "--volume /srv/ckpt:/ckpt:rw,Z --env CUDA_VISIBLE_DEVICES=0,1 --env NCCL_DEBUG=INFO "
+        "--network=none --ipc=host --device nvidia.com/gpu=all "
+        "--security-opt label=disable --volume /srv/data:/data:ro "
+        "--volume /srv/ckpt:/ckpt:rw --env NCCL_DEBUG=INFO "
         "--env TORCH_LOGS=+dynamo --stop-signal SIGTERM --stop-timeout 120 "
         "--entrypoint /opt/venv/bin/python "
-        f"{IMAGE} -m torch.distributed.run --nnodes=1 --nproc-per-node=2 --standalone "
+        f"{IMAGE} -m trainer.launch --nnodes=1 --nproc-per-node=2 --standalone "
         "--max-restarts=0 -m trainer train --resume --ckpt-dir /ckpt"
     )
     assert "AWS_SECRET" not in line and "HOME" not in line
+    assert any("CUDA_VISIBLE_DEVICES=0,1 is not passed in" in n for n in run.notes)
+    assert any("locked memory stays at your own limit" in n for n in run.notes)
+
+
+@pytest.mark.parametrize(
+    ("gpus", "devices"),
+    [
+        (("2", "3"), ["nvidia.com/gpu=2", "nvidia.com/gpu=3"]),
+        (("GPU-8f6e1c2a-0000-1111-2222-333344445555",),
+         ["nvidia.com/gpu=GPU-8f6e1c2a-0000-1111-2222-333344445555"]),
+        (2, ["nvidia.com/gpu=0", "nvidia.com/gpu=1"]),
+    ],
+)  # fmt: skip
+def test_gpus_by_index_or_uuid_and_one_worker_each(
+    gpus: tuple[str, ...] | int, devices: list[str]
+) -> None:
+    uuid = "nvidia.com/gpu=GPU-8f6e1c2a-0000-1111-2222-333344445555"
+    cdi = (*(f"nvidia.com/gpu={i}" for i in range(8)), uuid, "nvidia.com/gpu=all")
+    run = plan_run(request(gpus=gpus), host(cdi_devices=cdi, gpu_count=8), image())
+    assert list(run.cdi_devices) == devices
+    workers = f"--nproc-per-node={len(devices)}"
+    assert workers in run.command if len(devices) > 1 else run.command[0] == "train"
+    docker = plan_run(request(gpus=gpus), host(engine="docker", rootless=False), image())
+    want = f"device={','.join(gpus)}" if isinstance(gpus, tuple) else str(gpus)
+    assert docker.gpu_request == want
+    _, hostcfg = docker_kwargs(docker)
+    request_ids = hostcfg["device_requests"][0].get("DeviceIDs")
+    assert request_ids == (list(gpus) if isinstance(gpus, tuple) else [])
+
+
+def test_the_gpus_flag() -> None:
+    assert parse_gpus("2,3") == ("2", "3") and parse_gpus("device=5") == ("5",)
+    assert parse_gpus("2") == 2 and parse_gpus("all") == "all"
+    assert parse_gpus("GPU-8f6e1c2a-0000-1111") == ("GPU-8f6e1c2a-0000-1111",)
+
+
+def test_ifname_goes_in_only_with_a_network_and_infiniband_between_nodes() -> None:
+    env = {"GLOO_SOCKET_IFNAME": "eth1", "NCCL_SOCKET_IFNAME": "ib0", "NCCL_DEBUG": "WARN"}
+    alone = plan_run(request(nproc_per_node=2), host(env=env), image())
+    assert dict(alone.env) == {"NCCL_DEBUG": "WARN"} and alone.network == "none"
+    rdma = ("/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs0")
+    h = host(env=env, rootless=False, uid=0, gid=0, rdma_devices=rdma, dirs={})
+    nodes = plan_run(request(nnodes=2, rdzv=Rendezvous("n0", 29500), gpus="all"), h, image())
+    assert dict(nodes.env) == env and nodes.network == "host"
+    assert nodes.devices == rdma and nodes.ulimits == (("memlock", -1, -1),)
+    argv = cli_line.argv(nodes)
+    assert argv[argv.index("/dev/infiniband/uverbs0") - 1] == "--device"
+    assert podman_kwargs(nodes)["devices"][-2:] == list(rdma)
+    one = plan_run(request(gpus="all"), h, image())
+    assert one.devices == ()  # one node: NCCL needs no fabric
 
 
 def test_rootful_docker_one_gpu_maps_the_caller() -> None:
@@ -89,15 +154,20 @@ def test_the_line_survives_the_shell() -> None:
 
 def test_podman_sdk_arguments_match_the_plan() -> None:
     run = plan_run(
-        request(gpus=2, data="/srv/data", ckpt="/srv/ckpt"), host(selinux_enforcing=True), image()
+        request(gpus=2, data="/srv/data", ckpt="/srv/ckpt"),
+        host(selinux_enforcing=True, rootless=False, uid=1234, gid=1234),
+        image(),
     )
     kw = podman_kwargs(run)
     assert kw["devices"] == ["nvidia.com/gpu=0", "nvidia.com/gpu=1"]
     assert kw["ulimits"] == [{"Name": "memlock", "Soft": UNLIMITED, "Hard": UNLIMITED}]
     assert kw["stop_signal"] == int(signal.SIGTERM) and kw["stop_timeout"] == 120
-    assert kw["volumes"]["/srv/data"] == {"bind": "/data", "extended_mode": ["ro", "z"]}
-    assert kw["userns_mode"] == "keep-id" and kw["security_opt"] == ["disable"]
-    assert kw["entrypoint"] == ["/opt/venv/bin/python", "-m", "torch.distributed.run"]
+    assert kw["volumes"]["/srv/data"] == {"bind": "/data", "extended_mode": ["ro"]}
+    assert "userns_mode" not in kw and kw["user"] == "1234:1234"
+    assert kw["security_opt"] == ["disable"]
+    assert kw["entrypoint"] == ["/opt/venv/bin/python", "-m", "trainer.launch"]
+    cpu = plan_run(request(ckpt="/srv/ckpt"), host(selinux_enforcing=True), image())
+    assert podman_kwargs(cpu)["volumes"]["/srv/ckpt"]["extended_mode"] == ["rw", "Z"]
 
 
 def test_multi_node_ranks() -> None:
@@ -116,7 +186,7 @@ def test_multi_node_ranks() -> None:
         assert "--network=host" in argv
         assert "--rdzv-backend=c10d" in argv and "--rdzv-endpoint=node0:29500" in argv
         assert f"--node-rank={rank}" in argv and "--nnodes=2" in argv
-        assert "--volume" in argv and "/srv/ckpt:/ckpt:rw,z" in argv  # shared: :z, not :Z
+        assert "--volume" in argv and "/srv/ckpt:/ckpt:rw" in argv  # label=disable: as it is
     assert "--rdzv-conf=is_host=true" in lines[0] and "--rdzv-conf=is_host=false" in lines[1]
 
 
@@ -136,7 +206,8 @@ def test_multi_node_ranks() -> None:
             request(data="/srv/d"),
             host(dirs={"/srv/d": Directory("/srv/d", True, True, 0, 0, 0o700)}),
             image(),
-            "cannot read it (owner 0:0, mode 700); `chmod o+rx /srv/d`",
+            "cannot read it (owner 0:0, mode 700); grant it with `setfacl -m u:1234:rx /srv/d` "
+            "or `chmod o+rx /srv/d`",
         ),
         (
             request(ckpt="/srv/c"),
@@ -163,8 +234,10 @@ def test_bad_requests_say_what_to_do(req: object, h: object, img: object, says: 
 @pytest.mark.parametrize(
     ("fn", "text", "says"),
     [
-        (parse_gpus, "0", "expected all, none or a number"),
-        (parse_gpus, "some", "expected all, none or a number"),
+        (parse_gpus, "0", "expected all, none, a number of GPUs"),
+        (parse_gpus, "some", "expected all, none, a number of GPUs"),
+        (parse_gpus, "2,2", "by index or UUID"),
+        (parse_gpus, "2;rm", "by index or UUID"),
         (parse_rdzv, "node0:99999", "expected HOST:PORT"),
         (parse_rdzv, "a b:1", "expected HOST:PORT"),
         (parse_env, ["NOVALUE"], "expected NAME=VALUE"),
@@ -255,3 +328,79 @@ def test_trainer_args_follow_the_double_dash(
 
     args = build_parser().parse_args(argv)
     assert (args.target, args.data, args.trainer_args) == ("IMG", data, trainer)
+
+
+def _acl(*entries: tuple[int, int, int]) -> bytes:
+    """system.posix_acl_access as the kernel stores it (version 2, little-endian entries)."""
+    return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
+
+
+UNDEF = 0xFFFFFFFF
+
+
+def test_access_as_access2_decides_with_acls() -> None:
+    """A directory only an ACL opens (the case mode bits alone refused with wrong advice)."""
+    blob = _acl(
+        (ACL_USER_OBJ, 7, UNDEF), (ACL_USER, 7, 1000), (ACL_USER, 5, 2000),
+        (ACL_GROUP_OBJ, 5, UNDEF), (ACL_GROUP, 7, 3000), (ACL_MASK, 5, UNDEF),
+        (ACL_OTHER, 0, UNDEF),
+    )  # fmt: skip
+    d = Directory("/srv/c", True, True, 0, 0, 0o750, hostfacts.parse_acl(blob))
+    assert d.allows(1000, 1000, 5) and not d.allows(1000, 1000, 7)  # the mask caps uid 1000
+    assert d.allows(2000, 2000, 5) and not d.allows(4000, 4000, 5)  # others: nothing
+    assert d.allows(4000, 3000, 5) and not d.allows(4000, 3000, 7)  # named group, masked
+    open_acl = Directory("/srv/c", True, True, 0, 0, 0o770, hostfacts.parse_acl(_acl(
+        (ACL_USER_OBJ, 7, UNDEF), (ACL_USER, 7, 1000), (ACL_GROUP_OBJ, 5, UNDEF),
+        (ACL_MASK, 7, UNDEF), (ACL_OTHER, 0, UNDEF),
+    )))  # fmt: skip
+    assert open_acl.allows(1000, 1000, 7)
+    plan_run(request(ckpt="/srv/c"), host(uid=0, gid=0, rootless=False,
+             dirs={"/srv/c": open_acl}), image())  # fmt: skip
+    assert hostfacts.parse_acl(b"junk") == () and hostfacts.parse_acl(_acl()[:3]) == ()
+    mode_only = Directory("/d", True, True, 0, 1000, 0o750)
+    assert mode_only.allows(1000, 1000, 5) and not mode_only.allows(1000, 1000, 7)
+    assert not mode_only.allows(1000, 1001, 1) and mode_only.allows(0, 5, 7)
+
+
+def test_a_real_acl_is_read(tmp_path: Path) -> None:
+    """hostfacts.directory reads the ACL the kernel keeps (written here as setfacl would)."""
+    d = tmp_path / "ckpt"
+    d.mkdir(mode=0o700)
+    d.chmod(0o700)
+    blob = _acl((ACL_USER_OBJ, 7, UNDEF), (ACL_USER, 7, 1000), (ACL_GROUP_OBJ, 0, UNDEF),
+                (ACL_MASK, 7, UNDEF), (ACL_OTHER, 0, UNDEF))  # fmt: skip
+    try:
+        os.setxattr(d, hostfacts.ACL_XATTR, blob)
+    except OSError as exc:
+        pytest.fail(f"{tmp_path} does not take POSIX ACLs ({exc}): the test needs a filesystem "
+                    "that does (ext4, xfs, tmpfs)")  # fmt: skip
+    seen = hostfacts.directory(str(d))
+    assert seen.acl and seen.allows(1000, 1000, 7) and not seen.allows(1001, 1001, 1)
+
+
+def test_dry_run_with_engine_named_needs_no_engine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A login node: no engine answers anywhere, yet the line for the compute node is printed,
+    for the cell as trainimg builds it (the one launcher, its user, its GPUs)."""
+    from builder import cli
+
+    monkeypatch.setenv("CONTAINER_HOST", f"unix://{tmp_path}/nothing-here.sock")
+    monkeypatch.setenv("TRAINIMG_PODMAN_ROOT", "")
+    cell = "rocky9-cu128-py3.12-torch2.9.1-runtime"
+    argv = ["run", cell, "--engine", "podman", "--dry-run", "--nproc-per-node", "2"]
+    assert cli.main([*argv, "--", "--steps", "8"]) == 0
+    out, err = capsys.readouterr()
+    argv_out = shlex.split(out)
+    assert argv_out[:3] == ["podman", "run", "--rm"]
+    assert argv_out[argv_out.index("--entrypoint") + 2] == f"localhost/trainimg:{cell}"
+    assert "-m" in argv_out and "trainer.launch" in argv_out and "--nproc-per-node=2" in argv_out
+    assert "no engine asked (--dry-run --engine podman)" in err
+    assert "Traceback" not in err
+    # GPUs for a compute node, from a login node without a CDI spec of its own
+    assert cli.main(["run", cell, "--engine", "podman", "--dry-run", "--gpus", "2,3"]) == 0
+    out, err = capsys.readouterr()
+    assert "--device nvidia.com/gpu=2 --device nvidia.com/gpu=3" in out
+    assert "the spec is checked where it runs" in err and "--nproc-per-node=2" in out
+    without = cli.main(["run", cell, "--dry-run", "--", "--steps", "8"])
+    assert without == 2 and "unix://" in capsys.readouterr().err  # it did look for one

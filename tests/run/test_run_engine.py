@@ -1,6 +1,7 @@
 """`trainimg run` against a real podman, through podman-py and through the docker SDK (podman's
-Docker-compatible API; see conftest.docker_api_url): mounts, resume, `podman stop` -> 143 with
-a checkpoint, and every refusal leaves no container behind."""
+Docker-compatible API; see conftest.docker_api_url): mounts, resume, `podman stop` of two
+processes -> 143 with one checkpoint, a SIGKILLed `trainimg run` whose watchdog stops and
+removes the container, and every refusal leaves no container behind."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from builder.labels import RUN_LABEL
 from tests.run.conftest import free_port, shared_dir, spawn, trainimg
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -74,38 +76,49 @@ def test_run_mounts_checkpoints_and_resumes(
     assert _steps(ckpt)[-1] == "step_00000004"
 
 
-def test_podman_stop_checkpoints_and_exits_143(
+def _await_line(proc: Any, prefix: str, timeout: float = 300) -> list[str]:
+    """Read the trainer's streamed stdout up to a line starting with `prefix`."""
+    seen = []
+    deadline = time.monotonic() + timeout
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith(prefix):
+            return seen
+        assert time.monotonic() < deadline, f"no {prefix!r} in {timeout} s"
+    raise AssertionError(f"the output ended without {prefix!r}: {''.join(seen)[-2000:]}")
+
+
+def test_podman_stop_of_two_processes_then_a_dying_trainimg_run(
     run_image: str, podman_service: str, local_podman: Any, tmp_path: Path, leftovers: Any
 ) -> None:
+    """`podman stop` of a 2-process container: 143, one complete checkpoint. Its resume
+    continues; then `trainimg run` itself is SIGKILLed, and its watchdog stops the container
+    (one more checkpoint) and removes it."""
+    from trainer import checkpoint
+
     ckpt = shared_dir(tmp_path / "ckpt")
     name = f"trainimg-run-stop-{free_port()}"
-    proc = spawn(
-        podman_service,
-        "run",
-        run_image,
-        "--name",
-        name,
-        "--stop-timeout",
-        "60",
-        "--ckpt",
-        str(ckpt),
-        "--",
-        "--steps",
-        "100000",
-        "--checkpoint-interval",
-        "0",
-        *TINY,
-    )
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 300
-    for line in proc.stdout:  # streamed while the trainer runs
-        if line.startswith("step 2/"):
-            break
-        assert time.monotonic() < deadline, "the trainer printed no step 2 in 300 s"
+    common = ("--stop-timeout", "60", "--ckpt", str(ckpt), "--nproc-per-node", "2")
+    args = ("--steps", "100000", "--checkpoint-interval", "0", *TINY)
+    proc = spawn(podman_service, "run", run_image, "--name", name, *common, "--", *args)
+    _await_line(proc, "step 2/")
     local_podman.podman("stop", "--time", "60", name)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 143, err
-    assert len(_steps(ckpt)) == 1  # the checkpoint written on SIGTERM
+    assert proc.returncode == 143, err[-3000:]
+    assert "Traceback" not in err and "trainer.launch: exit 143: stopped by SIGTERM" in err
+    ((first, path),) = checkpoint.list_steps(ckpt)
+    assert checkpoint.load(path).step == first  # complete: its sha256 matches
+    again = spawn(podman_service, "run", run_image, *common, "--", *args, "--resume")
+    seen = _await_line(again, f"step {first + 2}/")
+    assert any(f"resumed from /ckpt/{path.name}" in line for line in seen), seen
+    again.kill()  # SIGKILL: no finally of trainimg runs; its watchdog takes over
+    again.communicate(timeout=30)
+    deadline = time.monotonic() + 120
+    while leftovers.containers(label=RUN_LABEL):
+        assert time.monotonic() < deadline, "the watchdog did not stop the container"
+        time.sleep(0.5)
+    steps = [s for s, _ in checkpoint.list_steps(ckpt)]
+    assert len(steps) == 2 and steps[-1] > first + 1, steps  # written on the watchdog's stop
 
 
 def test_trainer_exit_codes_pass_through(

@@ -1,4 +1,5 @@
-"""DDP and FSDP2 under torchrun, two gloo processes on the CPU, against one process."""
+"""DDP and FSDP2 under the one launcher (`python -m trainer.launch`, torchrun's arguments), two
+gloo processes on the CPU, against one process; the trainer's exit codes survive it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.trainer.trainer_helpers import QUICK, REPO, RunCli, losses, records, subprocess_env
+from trainer.errors import EXIT_BAD_INPUT, EXIT_NUMERICAL
 
 # Two processes each take half of the global batch: the mean gradient is the same, only the
 # reduction order (and, under FP8, the per-process amax) differs. Observed: 3e-4 (bf16) and
@@ -22,7 +24,7 @@ def torchrun(*argv: str) -> subprocess.CompletedProcess[str]:
         [
             sys.executable,
             "-m",
-            "torch.distributed.run",
+            "trainer.launch",
             "--standalone",
             "--nproc_per_node",
             "2",
@@ -120,3 +122,18 @@ def test_fsdp2_float8_all_gather_trains_like_one_process(run_cli: RunCli, tmp_pa
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "FSDP2 float8 all-gather" in proc.stdout
     _close(losses(single), losses(sharded), FP8_TOL)
+
+
+def test_bad_input_and_a_numerical_stop_keep_their_codes_through_the_launcher() -> None:
+    """torchrun alone turns both into 1 with a traceback; here 2 and 3, and the trainer's word."""
+    bad = torchrun("train", *QUICK, "--preset", "bf16", "--lr", "nan")
+    assert bad.returncode == EXIT_BAD_INPUT, bad.stderr[-3000:]
+    assert "error: train.lr" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.stderr.strip().splitlines()[-1].startswith("trainer.launch: exit 2: bad input")
+    nan = torchrun(
+        "train", *QUICK, "--preset", "bf16", "--steps", "4", "--parallel", "fsdp",
+        "--inject-fault", "nan@2",
+    )  # fmt: skip
+    assert nan.returncode == EXIT_NUMERICAL, nan.stderr[-3000:]
+    assert nan.stderr.count("error: step 2: loss is nan") == 2 and "Traceback" not in nan.stderr
+    assert nan.stderr.strip().splitlines()[-1].startswith("trainer.launch: exit 3: numerical")

@@ -1,72 +1,155 @@
-"""SIGTERM under a real launcher (torchrun x2, gloo) ends 143 cleanly; after the run it is 0."""
+"""The stop path: signals under the one launcher (`python -m trainer.launch`, torchrun x2 on gloo)
+end 143 with one complete checkpoint that every rank waited for, the workers get the whole grace
+period (not torchrun's 30 s), and a signal after the run finished leaves exit 0."""
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.trainer.trainer_helpers import (
-    QUICK,
-    records,
-    run_python,
-    signal_once_logging,
-)
+from tests.trainer.trainer_helpers import QUICK, REPO, records, subprocess_env
 from trainer import checkpoint
-from trainer.errors import EXIT_SIGTERM
+from trainer.errors import EXIT_BAD_INPUT, EXIT_NUMERICAL, EXIT_SIGINT, EXIT_SIGTERM
+from trainer.launch import exit_code_for
 
-# every test here runs the trainer as a process and signals it
-pytestmark = pytest.mark.integration
+# Rank 0's first checkpoint write stalls this long: longer than torchrun's 30 s kill.
+SLOW_WRITE_S = 35
+SLOW_RANK0 = f"""\
+# A stand-in for a checkpoint that takes long to write (a 1b model on a slow disk): rank 0's
+# first fsync (inside the first checkpoint) sleeps {SLOW_WRITE_S} s. Workers only (RANK is set).
+import os, time
+if os.environ.get("RANK") == "0":
+    _fsync = os.fsync
+    def _slow(fd, _done=[]):
+        if not _done:
+            _done.append(1)
+            time.sleep({SLOW_WRITE_S})
+        return _fsync(fd)
+    os.fsync = _slow
+"""
 
 
+def _launch(*argv: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "trainer.launch", "--standalone", "--nproc_per_node", "2",
+         "-m", "trainer", "train", *argv],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env or subprocess_env(), cwd=REPO,
+    )  # fmt: skip
+
+
+def _wait_for_records(proc: subprocess.Popen[str], metrics: Path, count: int) -> None:
+    deadline = time.monotonic() + 120
+    while not (metrics.exists() and metrics.read_text().count("\n") >= count):
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "no training records in 120 s"
+        time.sleep(0.1)
+
+
+@pytest.mark.integration
 @pytest.mark.slow
-def test_sigterm_under_the_launcher_checkpoints_and_exits_143(tmp_path: Path) -> None:
+def test_sigterm_gives_the_workers_the_whole_grace_and_every_rank_waits(tmp_path: Path) -> None:
+    """SIGTERM to the launcher (what `podman stop` sends to the container's PID 1) while rank
+    0's checkpoint takes 35 s: plain torchrun SIGKILLs the workers after 30 s and the
+    checkpoint is lost; here both ranks end 143 with the checkpoint complete."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SLOW_RANK0)
+    env = subprocess_env()
+    env["PYTHONPATH"] = f"{hook}{os.pathsep}{env['PYTHONPATH']}"
     ckpt, metrics = tmp_path / "ck", tmp_path / "m.jsonl"
-    code, err = signal_once_logging(
-        [
-            "-m",
-            "trainer.launch",
-            "--standalone",
-            "--nproc_per_node",
-            "2",
-            "-m",
-            "trainer",
-            "train",
-            *QUICK,
-            "--preset",
-            "bf16",
-            "--steps",
-            "100000",
-            "--ckpt-dir",
-            str(ckpt),
-            "--metrics-file",
-            str(metrics),
-        ],
-        metrics,
-        signal.SIGTERM,  # what `podman stop` sends to PID 1
-        wait_s=120,
-    )
-    assert code == EXIT_SIGTERM, err[-3000:]
-    assert "Traceback" not in err and err.count("checkpoint saved in") == 2
-    assert err.strip().splitlines()[-1].startswith("stopped: signal 15")
+    proc = _launch(
+        *QUICK, "--preset", "bf16", "--steps", "100000", "--parallel", "fsdp",
+        "--checkpoint-interval", "0", "--ckpt-dir", str(ckpt), "--metrics-file", str(metrics),
+        env=env,
+    )  # fmt: skip
+    try:
+        _wait_for_records(proc, metrics, 3)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=180)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == EXIT_SIGTERM, err[-3000:]
+    assert took >= SLOW_WRITE_S, took
+    assert "Traceback" not in err and err.count("checkpoint saved in") == 2, err[-3000:]
+    assert err.strip().splitlines()[-1].startswith("trainer.launch: exit 143: stopped by SIGTERM")
     (summary,) = records(metrics, "summary")
     assert summary["status"] == "interrupted" and summary["world_size"] == 2
-    saved = checkpoint.load(checkpoint.list_steps(ckpt)[-1][1])
-    assert saved.step == summary["step"]
+    ((step, path),) = checkpoint.list_steps(ckpt)  # one checkpoint, and it is complete
+    assert checkpoint.load(path).step == step == summary["step"]
 
 
-def test_sigterm_after_the_run_completed_is_exit_0(tmp_path: Path) -> None:
-    """The entry point keeps the handler until exit: a late `podman stop` (the run finished,
-    the process is tearing down) must not turn exit 0 into 143."""
-    code = (
-        "import os, signal, sys\n"
-        "from trainer.cli import main\n"
-        f"code = main(['train', *{QUICK!r}, '--preset', 'bf16', '--steps', '2'], "
-        "restore_signals=False)\n"
-        "os.kill(os.getpid(), signal.SIGTERM)\n"
-        "sys.exit(code)\n"
-    )
-    proc = run_python("-c", code)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "done: completed at step 2" in proc.stdout
+@pytest.mark.integration
+def test_a_signal_while_the_launcher_starts_ends_it_at_once() -> None:
+    """As a container's pid 1 the launcher would ignore SIGTERM until torchrun's handler exists
+    (the kernel drops what pid 1 does not handle); it handles it from its first line instead."""
+    proc = _launch(*QUICK, "--steps", "100000")
+    time.sleep(0.5)  # importing torch
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_SIGTERM, err[-3000:]
+    # before torchrun started its workers, or before they could catch it: nothing to save
+    assert "before the workers" in err and "nothing" in err and "Traceback" not in err
+
+
+@pytest.mark.integration
+def test_a_signal_right_after_the_run_finished_leaves_exit_0(tmp_path: Path) -> None:
+    """`python -m trainer` leaves with os._exit: no interpreter finalization, whose reset of
+    the signal handlers let a late SIGTERM (0.5-1 s after `done:`) kill a finished run."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainer", "train", *QUICK, "--preset", "bf16", "--steps", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(),
+        cwd=REPO,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("done:"):
+            break
+    while proc.poll() is None:  # a stream of late `podman stop`s until the process is gone
+        proc.send_signal(signal.SIGTERM)  # a no-op once it has exited
+        time.sleep(0.005)
+    proc.wait(timeout=60)
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+
+
+@pytest.mark.parametrize(
+    ("codes", "received", "expected"),
+    [
+        ([143, 143], None, EXIT_SIGTERM),  # node 1's workers stop because node 0 was stopped
+        ([143, -15], signal.SIGTERM, EXIT_SIGTERM),
+        ([-15], signal.SIGTERM, EXIT_SIGTERM),  # killed before the trainer's handler existed
+        ([-2, 130], signal.SIGINT, EXIT_SIGINT),
+        ([2, -15], None, EXIT_BAD_INPUT),  # torchrun stopped the other rank
+        ([3, -9], None, EXIT_NUMERICAL),
+        ([2, 143], None, EXIT_BAD_INPUT),  # bad input is not "resume me"
+        ([3, 2, 143], None, EXIT_NUMERICAL),
+        ([1, 143], None, None),  # a crash keeps torchrun's report
+        ([-6], None, None),  # SIGABRT: nobody sent it
+        ([-15], None, None),  # SIGTERM the launcher did not pass on
+        ([], None, None),
+    ],
+)
+def test_the_launcher_exit_code(codes: list[int], received: int | None, expected: int) -> None:
+    assert exit_code_for(codes, received) == expected
+
+
+def test_torchrun_still_looks_its_signal_handler_up_when_it_starts_the_workers() -> None:
+    """The launcher replaces torchrun's handler by its module name (trainer/launch.py
+    Forwarder); a torch that installed it some other way would silently bring back the 30 s
+    kill. This fails first on such a torch."""
+    import inspect
+
+    from torch.distributed.elastic.multiprocessing import api
+
+    assert callable(api._terminate_process_handler)
+    assert "_terminate_process_handler" in inspect.getsource(api.PContext.start)
