@@ -85,6 +85,7 @@ def _record(
         engine=engine.name,
         built_at=built_at,
         content_hash=plan.content_hash,
+        wheels={f"{w.name}=={w.version}": w.sha256 for w in plan.wheelhouse.wheels},
     )
 
 
@@ -116,11 +117,12 @@ class Builder:
             try:
                 request = BuildRequest(
                     tarball,
-                    buildargs=plan.buildargs,
+                    buildargs=plan.request_buildargs,
                     labels=plan.labels,
                     network=plan.network,
                     pull=plan.pull,
                     nocache=self.opts.nocache,
+                    timestamp=plan.source_date_epoch,
                 )
                 result = engine.build(request, on_log=on_log)
             finally:

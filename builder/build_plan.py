@@ -20,6 +20,7 @@ from builder.matrix.model import Cell
 from builder.registry.auth import refuse_credentials_in_buildargs
 from builder.registry.pull import pull_base
 from builder.render import render_all
+from builder.source_date import BUILD_ARG, source_date_epoch
 from builder.trainer_version import trainer_version
 from builder.wheelhouse import Selection, select
 from builder.workspace import Workspace
@@ -53,6 +54,13 @@ class BuildPlan:
     base_ref: str
     base: ImageInfo | None
     wheelhouse: Selection
+    source_date_epoch: int = 0  # builder/source_date.py
+
+    @property
+    def request_buildargs(self) -> dict[str, str]:
+        """What the engine is sent: the user's build arguments and SOURCE_DATE_EPOCH (unless
+        the user set it)."""
+        return {BUILD_ARG: str(self.source_date_epoch), **self.buildargs}
 
     @property
     def content_hash(self) -> str:
@@ -143,6 +151,9 @@ def plan_cells(
                 base_ref=cell.os.base_ref,
                 base=base,
                 wheelhouse=selection,
+                source_date_epoch=(
+                    source_date_epoch(base.labels, base.created) if base is not None else 0
+                ),
             )
         )
     return plans

@@ -46,6 +46,12 @@ GPUS_LABEL = f"{PREFIX}.gpus"
 # Added by the build (builder/build.py): the bundled trainer and the build context's hash.
 TRAINER_VERSION_LABEL = f"{PREFIX}.trainer.version"
 BUILD_HASH_LABEL = f"{PREFIX}.build.hash"
+# An extended image (trainimg extend, builder/extend/): its own name and the image it was built
+# FROM, by cell, image id and (where the engine reports one) manifest digest.
+EXTENSION_LABEL = f"{PREFIX}.extension"
+PARENT_CELL_LABEL = f"{PREFIX}.parent.cell"
+PARENT_IMAGE_LABEL = f"{PREFIX}.parent.image"
+PARENT_DIGEST_LABEL = f"{PREFIX}.parent.digest"
 # The offline Debian base (builder/base_image.py).
 BASE_SUITE_LABEL = f"{PREFIX}.base.suite"
 BASE_SUITES_LABEL = f"{PREFIX}.base.suites"

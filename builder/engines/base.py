@@ -66,6 +66,9 @@ class BuildRequest:
     network: str | None = None
     pull: bool = False
     nocache: bool = False
+    # Creation time of the image, its history and every file in its layers (libpod's build
+    # `timestamp`); None: the clock. Docker's classic builder has no equivalent and ignores it.
+    timestamp: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tags", tuple(self.tags))
