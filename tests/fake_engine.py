@@ -23,7 +23,7 @@ from builder.engines.base import (
     RunSpec,
 )
 from builder.engines.build_log import BuildLog
-from builder.registry.auth import Credentials
+from builder.credentials import Credentials
 
 
 @dataclass

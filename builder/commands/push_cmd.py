@@ -10,8 +10,10 @@ cell. Credentials travel in the push request's header only.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -19,10 +21,13 @@ from typing import Any
 from builder import lock as lockfile
 from builder.commands.common import add_engine_options, shared_options, workspace
 from builder.engines.base import Engine, EngineError
-from builder.engines.discover import engine_session
+from builder.engines.discover import engine_session, isolated_store
+from builder.engines.local_podman import podman_cli
 from builder.errors import TrainimgError
-from builder.registry import auth, reference
+from builder.registry import attach, auth, reference, signing
 from builder.registry.client import RegistryClient
+from builder.sbom import documents
+from builder.workspace import Workspace
 
 RETRIES = 3
 
@@ -50,6 +55,14 @@ def register(sub: Any) -> None:
     p.add_argument("--registry", required=True, metavar="HOST[:PORT]/REPO")
     p.add_argument("--lock", help="the lock file (default: images/lock.json)")
     p.add_argument("--retries", type=int, default=RETRIES, help="tries per push (default: 3)")
+    p.add_argument(
+        "--sign",
+        action="store_true",
+        help="sign each pushed tag with podman's simple signing (needs --sign-by and a "
+        "registries.d entry, `trainimg policy`), and push the SBOM and SLSA provenance beside "
+        "the image (tags sha256-<hex>.sbom / .att)",
+    )
+    p.add_argument("--sign-by", metavar="KEY", help="the GPG key to sign with (fingerprint or id)")
     add_engine_options(p)
     p.set_defaults(func=run)
 
@@ -71,6 +84,12 @@ def run(args: argparse.Namespace) -> int:
     target = reference.parse_reference(args.registry, what="--registry")
     if target.tag or target.digest:
         raise TrainimgError(f"--registry {args.registry}: give HOST[:PORT]/REPO, without a tag")
+    if args.sign and not args.sign_by:
+        raise TrainimgError("--sign needs --sign-by KEY (the GPG key podman signs with)")
+    if args.sign_by and not args.sign:
+        raise TrainimgError("--sign-by is used only with --sign")
+    if args.sign:
+        signing.check_staging(target)
     lock_path = Path(args.lock) if args.lock else ws.root / lockfile.DEFAULT_PATH
     records = lockfile.read(lock_path)
     names = sorted(records) if args.all else args.cells or [ws.matrix.project.default_cell]
@@ -84,6 +103,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         client.ping()
         with engine_session(args.engine, args.url) as engine:
+            if args.sign and engine.name != "podman":
+                raise TrainimgError(
+                    f"--sign signs with podman's simple signing; this engine is {engine.name} "
+                    f"at {engine.base_url}: push through podman (--engine podman)"
+                )
             for name in names:
                 rec = records[name]
                 if not engine.image_exists(rec.image_id):
@@ -95,14 +119,51 @@ def run(args: argparse.Namespace) -> int:
                 pushed = {}
                 for ref in refs:
                     engine.tag(rec.image_id, ref)
-                    _push(engine, ref, creds, max(1, args.retries), tls)
+                    if args.sign:
+                        _push_signed(rec.image_id, ref, args.sign_by, creds, tls)
+                    else:
+                        _push(engine, ref, creds, max(1, args.retries), tls)
                     pushed[ref] = client.manifest_digest(reference.parse_reference(ref))
+                if args.sign:
+                    _attach(ws, engine, client, target, name, rec, refs[0])
                 _record(lock_path, name, rec.image_id, pushed)
                 for ref, digest in pushed.items():
                     print(f"{ref} {digest}")
     finally:
         client.close()
     return 0
+
+
+def _push_signed(
+    image_id: str, ref: str, sign_by: str, creds: auth.Credentials | None, tls: bool
+) -> None:
+    podman = podman_cli(isolated_store())
+    with tempfile.TemporaryDirectory(prefix="trainimg-push-") as tmp:
+        try:
+            signing.push_signed(
+                podman, image_id, ref, sign_by, creds, tls_verify=tls, digest_file=Path(tmp) / "d"
+            )
+        except EngineError as exc:
+            raise PushFailed(f"signed push of {ref} failed: {exc}") from None
+    print(f"{ref}: signed by {sign_by}", file=sys.stderr)
+
+
+def _attach(
+    ws: Workspace,
+    engine: Engine,
+    client: RegistryClient,
+    target: reference.Reference,
+    name: str,
+    rec: lockfile.BuildRecord,
+    ref: str,
+) -> None:
+    """The SBOM and the provenance of the pushed image, beside it in the registry."""
+    docs = documents.gather(ws, engine, name, rec)
+    body, media_type = client.get_manifest(reference.parse_reference(ref))
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    for text, kind in ((docs.sbom, attach.CYCLONEDX), (docs.provenance, attach.IN_TOTO)):
+        tag = attach.attach(client, target.repository, digest, body, media_type, text, kind)
+        print(f"{target.name}:{tag} ({kind} of {ref})", file=sys.stderr)
 
 
 def _record(lock_path: Path, cell: str, image_id: str, pushed: dict[str, str]) -> None:

@@ -15,10 +15,10 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
 
 from builder.errors import TrainimgError
-from builder.registry.auth import Credentials
+from builder.credentials import Credentials
 
 LogSink = Callable[[str], None]
 
@@ -165,6 +165,10 @@ class Engine(Protocol):
 
     def containers(self, label: str | None = None) -> list[str]:
         """Names of all containers (running or not), optionally only those with this label."""
+        ...
+
+    def save(self, ref: str, out: IO[bytes]) -> None:
+        """Write `ref` as a docker-archive tarball (manifest.json, config, layer tars)."""
         ...
 
     def image_tags(self, repository: str) -> list[str]:

@@ -25,7 +25,7 @@ from builder.engines.sdk import (
     registry_auth_header,
     stream_errors,
 )
-from builder.registry.auth import Credentials
+from builder.credentials import Credentials
 
 API_VERSION = "1.41"
 # Every build: the body is our own context tarball, intermediate containers go even when a step

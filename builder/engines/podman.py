@@ -24,7 +24,7 @@ from builder.engines.sdk import (
     registry_auth_header,
     stream_errors,
 )
-from builder.registry.auth import Credentials
+from builder.credentials import Credentials
 
 OCI = "application/vnd.oci.image.manifest.v1+json"
 TAR = {"Content-Type": "application/x-tar"}
