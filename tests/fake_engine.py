@@ -10,7 +10,9 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
+from builder.credentials import Credentials
 from builder.engines.base import (
     BuildRequest,
     BuildResult,
@@ -23,7 +25,6 @@ from builder.engines.base import (
     RunSpec,
 )
 from builder.engines.build_log import BuildLog
-from builder.credentials import Credentials
 
 
 @dataclass
@@ -138,6 +139,9 @@ class FakeEngine:
         return [r.removeprefix(repository + ":") for r in self.store.refs(repository)]
 
     def import_image(self, tarball: Path, ref: str, changes: Sequence[str] = ()) -> str:
+        raise NotImplementedError
+
+    def save(self, ref: str, out: IO[bytes]) -> None:
         raise NotImplementedError
 
     def push(self, ref: str, creds: Credentials | None = None, *, tls_verify: bool = True) -> None:

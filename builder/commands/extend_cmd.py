@@ -107,17 +107,19 @@ def run(args: argparse.Namespace) -> int:
         try:
             image_id = extension.build(engine, plan, ws.root / ".cache" / "build")
         except BuildFailed as exc:
-            raise ExtendFailed(f"building {plan.tag} failed: {exc}\n" + "\n".join(exc.log_tail))
-        parent_fp = fingerprint.read(engine, plan.parent.id)
-        child_fp = fingerprint.read(engine, image_id)
-        differences = fingerprint.compare(parent_fp, child_fp)
+            raise ExtendFailed(
+                f"building {plan.tag} failed: {exc}\n" + "\n".join(exc.log_tail)
+            ) from None
+        parent_fp = fingerprint.read_fingerprint(engine, plan.parent.id)
+        child_fp = fingerprint.read_fingerprint(engine, image_id)
+        differences = fingerprint.compare_fingerprints(parent_fp, child_fp)
         if differences:
             extension.discard(engine, image_id)
             raise ExtendFailed(
                 f"{plan.tag} does not carry {cell.name}'s stack unchanged (discarded, nothing "
                 "recorded): " + "; ".join(map(str, differences))
             )
-        log(f"fingerprint: the same as {cell.name}'s: {fingerprint.summary(child_fp)}")
+        log(f"fingerprint: the same as {cell.name}'s: {fingerprint.describe(child_fp)}")
         info = extension.commit(engine, plan, image_id, lock_path)
         print(f"{plan.tag} {info.id}")
         if args.no_verify:

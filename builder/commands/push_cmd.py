@@ -20,6 +20,7 @@ from typing import Any
 
 from builder import lock as lockfile
 from builder.commands.common import add_engine_options, shared_options, workspace
+from builder.credentials import Credentials
 from builder.engines.base import Engine, EngineError
 from builder.engines.discover import engine_session, isolated_store
 from builder.engines.local_podman import podman_cli
@@ -67,7 +68,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _push(engine: Engine, ref: str, creds: auth.Credentials | None, tries: int, tls: bool) -> None:
+def _push(engine: Engine, ref: str, creds: Credentials | None, tries: int, tls: bool) -> None:
     for attempt in range(1, tries + 1):
         try:
             engine.push(ref, creds, tls_verify=tls)
@@ -135,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _push_signed(
-    image_id: str, ref: str, sign_by: str, creds: auth.Credentials | None, tls: bool
+    image_id: str, ref: str, sign_by: str, creds: Credentials | None, tls: bool
 ) -> None:
     podman = podman_cli(isolated_store())
     with tempfile.TemporaryDirectory(prefix="trainimg-push-") as tmp:
@@ -158,7 +159,7 @@ def _attach(
     ref: str,
 ) -> None:
     """The SBOM and the provenance of the pushed image, beside it in the registry."""
-    docs = documents.gather(ws, engine, name, rec)
+    docs = documents.gather_documents(ws, engine, name, rec)
     body, media_type = client.get_manifest(reference.parse_reference(ref))
     digest = "sha256:" + hashlib.sha256(body).hexdigest()
     for text, kind in ((docs.sbom, attach.CYCLONEDX), (docs.provenance, attach.IN_TOTO)):

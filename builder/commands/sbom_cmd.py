@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
             except ImageNotFound:
                 image_id = None
         name, record = documents.find_record(records, args.target, image_id)
-        docs = documents.gather(ws, engine, name, record)
+        docs = documents.gather_documents(ws, engine, name, record)
     if args.output == "-":
         sys.stdout.write(docs.sbom)
     else:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
-from builder.errors import TrainimgError
 from builder.credentials import Credentials
+from builder.errors import TrainimgError
 
 LogSink = Callable[[str], None]
 

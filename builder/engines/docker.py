@@ -17,6 +17,7 @@ import requests
 from docker import errors as derr
 from docker.types import DeviceRequest
 
+from builder.credentials import Credentials
 from builder.engines.base import BUILD_TIMEOUT, BuildRequest, EngineError
 from builder.engines.sdk import (
     JsonItems,
@@ -25,7 +26,6 @@ from builder.engines.sdk import (
     registry_auth_header,
     stream_errors,
 )
-from builder.credentials import Credentials
 
 API_VERSION = "1.41"
 # Every build: the body is our own context tarball, intermediate containers go even when a step

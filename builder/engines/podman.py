@@ -16,6 +16,7 @@ from typing import IO, Any, ClassVar
 import podman
 from podman import errors as perr
 
+from builder.credentials import Credentials
 from builder.engines.base import BuildRequest, EngineError
 from builder.engines.sdk import (
     JsonItems,
@@ -24,7 +25,6 @@ from builder.engines.sdk import (
     registry_auth_header,
     stream_errors,
 )
-from builder.credentials import Credentials
 
 OCI = "application/vnd.oci.image.manifest.v1+json"
 TAR = {"Content-Type": "application/x-tar"}

@@ -26,6 +26,7 @@ from typing import IO, Any, ClassVar
 
 import requests
 
+from builder.credentials import Credentials
 from builder.engines.base import (
     API_TIMEOUT,
     BUILD_TIMEOUT,
@@ -40,7 +41,6 @@ from builder.engines.base import (
     normalize_id,
 )
 from builder.engines.build_log import BuildLog
-from builder.credentials import Credentials
 
 # A build never pulls a `localhost/...` base (there is no registry behind it); `podman run`
 # of a missing one would try https://localhost/v2. Both say which image is missing instead.

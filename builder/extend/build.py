@@ -52,7 +52,9 @@ class ExtendPlan:
     source_date_epoch: int
 
 
-def _entries(data: dict[str, bytes], copies: Sequence[Copy], extras: wheels.Extras) -> list[ContextEntry]:
+def _entries(
+    data: dict[str, bytes], copies: Sequence[Copy], extras: wheels.Extras
+) -> list[ContextEntry]:
     out = []
     for arcname, blob in data.items():
         out.append(ContextEntry(arcname, 0o644, hashlib.sha256(blob).hexdigest(), data=blob))
@@ -61,7 +63,9 @@ def _entries(data: dict[str, bytes], copies: Sequence[Copy], extras: wheels.Extr
     cons = extras.constraints.encode()
     out += [
         ContextEntry("extra/requirements.txt", 0o644, hashlib.sha256(reqs).hexdigest(), data=reqs),
-        ContextEntry(f"extra/{wheels.CONSTRAINTS}", 0o644, hashlib.sha256(cons).hexdigest(), data=cons),
+        ContextEntry(
+            f"extra/{wheels.CONSTRAINTS}", 0o644, hashlib.sha256(cons).hexdigest(), data=cons
+        ),
     ]
     out += [
         ContextEntry(f"extra/{w.path.name}", 0o644, w.sha256, source=w.path)
@@ -113,7 +117,8 @@ def plan(
     refused = requirements.replacing(reqs, locked)
     if refused:
         raise requirements.RequirementsError(
-            f"{reqs_path}: refused before any build: " + "; ".join(refused)
+            f"{reqs_path}: refused before any build: "
+            + "; ".join(refused)
             + f"; the image of {cell.name} was proven with these: extend another cell, or "
             "change the cell in matrix.yaml and build it"
         )

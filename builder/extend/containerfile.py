@@ -19,7 +19,8 @@ from builder.errors import TrainimgError
 from builder.labels import USER_ID, VENV
 from builder.render import environment
 
-TEMPLATE = "extend.Containerfile.j2"
+EXTEND_TEMPLATE = "extend.Containerfile.j2"
+EXTEND_TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
 _ID = re.compile(r"^sha256:[0-9a-f]{64}$")
 _DEST = re.compile(r"^/(?:[A-Za-z0-9._+-]+/?)*$")
 
@@ -69,13 +70,13 @@ def render(
     parent_cell: str,
     labels: Mapping[str, str],
     copies: Sequence[Copy],
-    templates: Path = Path(__file__).resolve().parent.parent / "templates",
+    templates: Path = EXTEND_TEMPLATE_DIR,
 ) -> str:
     if not _ID.match(parent_image):
         raise TrainimgError(f"the parent image {parent_image!r} is not an image id sha256:<hex>")
     jenv = environment(templates.parent)
     jenv.loader = jinja2.FileSystemLoader(str(templates))
-    return jenv.get_template(TEMPLATE).render(
+    return jenv.get_template(EXTEND_TEMPLATE).render(
         version=__version__,
         parent_image=parent_image,
         parent_cell=parent_cell,

@@ -21,11 +21,12 @@ from builder.labels import VENV, VERIFY_LABEL
 from builder.verify.scan import scan_image
 
 # Runs with the image's own Python; prints one JSON line. Standard library and torch only.
-PROBE = r"""
+FINGERPRINT_PROBE = r"""
 import hashlib, json, os
 import importlib.metadata as md
 out = {}
-names = {(d.metadata["Name"] or "").lower().replace("_", "-"): d.version for d in md.distributions()}
+names = {(d.metadata["Name"] or "").lower().replace("_", "-"): d.version
+         for d in md.distributions()}
 out["nvidia_wheels"] = sorted(f"{n}=={v}" for n, v in names.items() if n.startswith("nvidia-"))
 import torch
 out["torch"] = torch.__version__
@@ -75,12 +76,12 @@ class Difference:
         return f"{self.field}: the parent has {self.parent!r}, the extension {self.child!r}"
 
 
-def read(engine: Engine, image: str) -> dict[str, Any]:
+def read_fingerprint(engine: Engine, image: str) -> dict[str, Any]:
     """The fingerprint of `image` (two short containers: the probe, the fatbin reader)."""
     spec = RunSpec(
         image=image,
         entrypoint=[f"{VENV}/bin/python"],
-        command=["-c", PROBE],
+        command=["-c", FINGERPRINT_PROBE],
         network="none",
         labels={VERIFY_LABEL: "extend"},
     )
@@ -97,9 +98,11 @@ def read(engine: Engine, image: str) -> dict[str, Any]:
     return data
 
 
-def compare(parent: Mapping[str, Any], child: Mapping[str, Any]) -> list[Difference]:
+def compare_fingerprints(parent: Mapping[str, Any], child: Mapping[str, Any]) -> list[Difference]:
     """Every way the child's stack differs from the parent's (empty: the same)."""
-    out = [Difference(f, parent.get(f), child.get(f)) for f in FIELDS if parent.get(f) != child.get(f)]
+    out = [
+        Difference(f, parent.get(f), child.get(f)) for f in FIELDS if parent.get(f) != child.get(f)
+    ]
     child_sass = child.get("sass") or {}
     for path, sass in sorted((parent.get("sass") or {}).items()):
         if child_sass.get(path) != sass:
@@ -107,7 +110,7 @@ def compare(parent: Mapping[str, Any], child: Mapping[str, Any]) -> list[Differe
     return out
 
 
-def summary(fp: Mapping[str, Any]) -> str:
+def describe(fp: Mapping[str, Any]) -> str:
     libs = ", ".join(f"{k} {v[:12]}…" for k, v in sorted((fp.get("torch_libraries") or {}).items()))
     sass = sum(1 for v in (fp.get("sass") or {}).values() if v)
     return (

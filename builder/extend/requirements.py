@@ -72,9 +72,7 @@ def replacing(
         have = locked.get(r.name)
         if have is None:
             continue
-        if r.requirement.specifier and not r.requirement.specifier.contains(
-            have, prereleases=True
-        ):
+        if r.requirement.specifier and not r.requirement.specifier.contains(have, prereleases=True):
             out.append(
                 f"line {r.line}: {r.text!r} would replace {r.name} {have}, which the parent "
                 f"image locks (it wants {r.name}{r.requirement.specifier})"

@@ -13,7 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-SYSTEM_BUNDLES = (Path("/etc/ssl/certs/ca-certificates.crt"), Path("/etc/pki/tls/certs/ca-bundle.crt"))
+SYSTEM_BUNDLES = (
+    Path("/etc/ssl/certs/ca-certificates.crt"),
+    Path("/etc/pki/tls/certs/ca-bundle.crt"),
+)
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,7 @@ def cert_dirs(env: Mapping[str, str] | None = None) -> list[Path]:
     ]
 
 
-def lookup(registry: str, env: Mapping[str, str] | None = None) -> RegistryTls:
+def lookup_tls(registry: str, env: Mapping[str, str] | None = None) -> RegistryTls:
     """The first certs.d directory named after `registry` (HOST[:PORT]); empty when none."""
     for base in cert_dirs(env):
         d = base / registry

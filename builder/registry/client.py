@@ -15,8 +15,8 @@ from typing import Any
 
 import requests
 
-from builder.errors import TrainimgError
 from builder.credentials import Credentials
+from builder.errors import TrainimgError
 from builder.registry import certs
 from builder.registry.reference import Reference, is_insecure
 
@@ -50,7 +50,7 @@ class RegistryClient:
         self._insecure = is_insecure(registry) if insecure is None else insecure
         self._timeout = timeout
         self._session = requests.Session()
-        tls = certs.lookup(registry)
+        tls = certs.lookup_tls(registry)
         self._bundle = certs.verify_bundle(tls)
         self._session.verify = self._bundle
         if tls.client is not None:
@@ -91,7 +91,8 @@ class RegistryClient:
             return response
         hint = (
             "is it running, and is the CA that signed its certificate trusted (its ca.crt in "
-            f"/etc/containers/certs.d/{self.registry}/, as podman reads it, or $REQUESTS_CA_BUNDLE)?"
+            f"/etc/containers/certs.d/{self.registry}/, as podman reads it, or "
+            "$REQUESTS_CA_BUNDLE)?"
         )
         raise RegistryError(f"registry {self.registry} is unreachable ({_short(last)}); {hint}")
 

@@ -27,9 +27,7 @@ def policy_json(repo: Reference, public_key: Path, *, reject_others: bool = Fals
         "default": default,
         "transports": {
             "docker": {
-                repo.name: [
-                    {"type": "signedBy", "keyType": "GPGKeys", "keyPath": str(public_key)}
-                ]
+                repo.name: [{"type": "signedBy", "keyType": "GPGKeys", "keyPath": str(public_key)}]
             },
             # images already in the local store are not checked again
             "docker-daemon": {"": [{"type": "insecureAcceptAnything"}]},
@@ -64,12 +62,15 @@ def staging_for(repo: Reference, directories: list[Path]) -> str | None:
             for scope, entry in (data.get("docker") or {}).items():
                 if not isinstance(entry, dict):
                     continue
-                url = entry.get("sigstore-staging") or entry.get("sigstore") or entry.get(
-                    "lookaside-staging"
-                ) or entry.get("lookaside")
-                if url and (repo.name == scope or repo.name.startswith(f"{scope}/")):
-                    if best is None or len(scope) > best[0]:
-                        best = (len(scope), str(url))
+                url = (
+                    entry.get("sigstore-staging")
+                    or entry.get("sigstore")
+                    or entry.get("lookaside-staging")
+                    or entry.get("lookaside")
+                )
+                covers = repo.name == scope or repo.name.startswith(f"{scope}/")
+                if url and covers and (best is None or len(scope) > best[0]):
+                    best = (len(scope), str(url))
         if best is not None:
             return best[1]
     return None

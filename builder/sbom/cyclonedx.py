@@ -87,9 +87,7 @@ def _os_packages(inventory: Mapping[str, Any]) -> list[Component]:
     return out
 
 
-def build_bom(
-    image: str, record: BuildRecord, inventory: Mapping[str, Any], *, cell: str
-) -> Bom:
+def build_bom(image: str, record: BuildRecord, inventory: Mapping[str, Any], *, cell: str) -> Bom:
     bom = Bom()
     bom.serial_number = uuid.uuid5(uuid.NAMESPACE_URL, f"trainimg:{record.image_id}")
     bom.metadata.timestamp = dt.datetime.fromisoformat(record.built_at.replace("Z", "+00:00"))
@@ -104,7 +102,10 @@ def build_bom(
             Property(name=f"{PROPERTY}:content-hash", value=record.content_hash),
             Property(name=f"{PROPERTY}:engine", value=record.engine),
             Property(name=f"{PROPERTY}:built-at", value=record.built_at),
-            *[Property(name=f"{PROPERTY}:label:{k}", value=v) for k, v in sorted(record.labels.items())],
+            *[
+                Property(name=f"{PROPERTY}:label:{k}", value=v)
+                for k, v in sorted(record.labels.items())
+            ],
         ],
     )
     if record.digest:
@@ -141,7 +142,9 @@ def build_bom(
                 version=dist["version"],
                 purl=purl,
                 bom_ref=str(purl),
-                properties=[Property(name=f"{PROPERTY}:origin", value="not from the wheelhouse lock")],
+                properties=[
+                    Property(name=f"{PROPERTY}:origin", value="not from the wheelhouse lock")
+                ],
             )
         )
     components += _os_packages(inventory)
@@ -168,10 +171,12 @@ def build_bom(
     return bom
 
 
-def to_json(bom: Bom) -> str:
+def sbom_json(bom: Bom) -> str:
     """The document, validated against the CycloneDX schema (an invalid one is our bug)."""
     text: str = JsonV1Dot6(bom).output_as_string(indent=2)
     error = JsonStrictValidator(SCHEMA).validate_str(text)
     if error is not None:
-        raise SbomError(f"the SBOM does not validate against CycloneDX {SCHEMA.to_version()}: {error}")
+        raise SbomError(
+            f"the SBOM does not validate against CycloneDX {SCHEMA.to_version()}: {error}"
+        )
     return text + "\n"

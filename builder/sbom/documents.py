@@ -37,9 +37,9 @@ def find_record(
     )
 
 
-def gather(ws: Workspace, engine: Engine, name: str, record: BuildRecord) -> Documents:
+def gather_documents(ws: Workspace, engine: Engine, name: str, record: BuildRecord) -> Documents:
     image = record.tags[0] if record.tags else record.image_id
-    inv = inventory.read(engine, record.image_id)
+    inv = inventory.read_inventory(engine, record.image_id)
     bom = cyclonedx.build_bom(image, record, inv, cell=name)
     cell = record.parent["cell"] if record.parent else name
     containerfile = ws.root / "images" / cell / "Containerfile"
@@ -58,7 +58,7 @@ def gather(ws: Workspace, engine: Engine, name: str, record: BuildRecord) -> Doc
         engine_version=engine.version(),
         source_date_epoch=source_date_epoch(info.labels, info.created),
     )
-    return Documents(name, record, cyclonedx.to_json(bom), provenance.to_json(doc))
+    return Documents(name, record, cyclonedx.sbom_json(bom), provenance.provenance_json(doc))
 
 
 def write(path: Path, text: str) -> None:

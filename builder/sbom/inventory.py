@@ -12,7 +12,7 @@ from builder.errors import TrainimgError
 from builder.labels import VENV, VERIFY_LABEL
 from builder.verify.scan import IMAGE_ROOTS, scan_image
 
-PROBE = r"""
+INVENTORY_PROBE = r"""
 import json, shutil, subprocess
 import importlib.metadata as md
 out = {"os_release": {}, "packages": [], "package_type": None, "python": []}
@@ -46,11 +46,11 @@ print(json.dumps(out, sort_keys=True))
 """
 
 
-def read(engine: Engine, image: str) -> dict[str, Any]:
+def read_inventory(engine: Engine, image: str) -> dict[str, Any]:
     spec = RunSpec(
         image=image,
         entrypoint=[f"{VENV}/bin/python"],
-        command=["-c", PROBE],
+        command=["-c", INVENTORY_PROBE],
         network="none",
         user="0",
         labels={VERIFY_LABEL: "sbom"},

@@ -44,11 +44,14 @@ def statement(
         }
     ]
     if record.parent:
-        deps.append({"uri": f"oci:{record.parent['image_id']}", "digest": _hex(record.parent["image_id"])})
+        deps.append(
+            {"uri": f"oci:{record.parent['image_id']}", "digest": _hex(record.parent["image_id"])}
+        )
     if containerfile_sha256:
         deps.append({"name": "Containerfile", "digest": {"sha256": containerfile_sha256}})
     deps += [
-        {"uri": wheel_purl(pin), "digest": {"sha256": sha}} for pin, sha in sorted(record.wheels.items())
+        {"uri": wheel_purl(pin), "digest": {"sha256": sha}}
+        for pin, sha in sorted(record.wheels.items())
     ]
     return {
         "_type": STATEMENT_TYPE,
@@ -73,5 +76,5 @@ def statement(
     }
 
 
-def to_json(doc: dict[str, Any]) -> str:
+def provenance_json(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"

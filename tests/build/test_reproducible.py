@@ -18,7 +18,12 @@ from tests.conftest import CACHE
 
 
 def test_a_no_cache_build_gives_the_same_image_id(
-    podman_service: str, cpu_image: str, wheelhouse: Path, trainer_dir: Path, repo: str, tmp_path: Path
+    podman_service: str,
+    cpu_image: str,
+    wheelhouse: Path,
+    trainer_dir: Path,
+    repo: str,
+    tmp_path: Path,
 ) -> None:
     engine = PodmanEngine(podman_service)
     try:
@@ -41,7 +46,9 @@ def test_a_no_cache_build_gives_the_same_image_id(
     assert plan.source_date_epoch == source_date_epoch(base.labels, base.created) > 0
     assert BASE_LISTS_DATE_LABEL in base.labels
     assert plan.request_buildargs[BUILD_ARG] == str(plan.source_date_epoch)
-    builder = Builder(lambda: PodmanEngine(podman_service), opts, opts.lock_path, CACHE / "build")
+    builder = Builder(
+        lambda: PodmanEngine(podman_service), opts, tmp_path / "lock.json", CACHE / "build"
+    )
     (out,) = builder.run([plan])
     assert out.status == "built", out.error + "\n".join(out.log_tail)
     assert out.cached_steps == 0, "a --no-cache build took a step from the layer cache"
