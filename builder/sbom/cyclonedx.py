@@ -52,15 +52,19 @@ def wheel_purl(pin: str) -> str:
 
 def _oci(ref: str, digest: str | None) -> Component:
     repo = ref.split("@", 1)[0]
-    name = repo.rsplit("/", 1)[-1].split(":", 1)[0]
-    purl = PackageURL("oci", None, name, digest, {"repository_url": repo.rsplit(":", 1)[0]})
+    head, _, last = repo.rpartition("/")
+    if ":" in last:  # a tag, not a registry port
+        repo = f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]
+    name = repo.rsplit("/", 1)[-1]
+    qualifiers = {"repository_url": repo} if "/" in repo else {}
     return Component(
         type=ComponentType.CONTAINER,
         name=repo,
         version=digest or "unpinned",
-        purl=purl if digest else None,
+        purl=PackageURL("oci", None, name, digest, qualifiers) if digest else None,
         hashes=[_sha256(digest)] if digest else [],
         bom_ref=f"oci:{ref}",
+        properties=[Property(name=f"{PROPERTY}:reference", value=ref)],
     )
 
 

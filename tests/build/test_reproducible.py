@@ -22,9 +22,9 @@ def test_a_no_cache_build_gives_the_same_image_id(
     cpu_image: str,
     wheelhouse: Path,
     trainer_dir: Path,
-    repo: str,
     tmp_path: Path,
 ) -> None:
+    repo = "localhost/trainimg-rebuilt"
     engine = PodmanEngine(podman_service)
     try:
         first = engine.inspect_image(cpu_image)
@@ -49,7 +49,15 @@ def test_a_no_cache_build_gives_the_same_image_id(
     builder = Builder(
         lambda: PodmanEngine(podman_service), opts, tmp_path / "lock.json", CACHE / "build"
     )
-    (out,) = builder.run([plan])
+    try:
+        (out,) = builder.run([plan])
+    finally:  # untag only: the image is the session's cpu_image (`podman rmi -f` would remove it)
+        engine = PodmanEngine(podman_service)
+        try:
+            for ref in (plan.cell_tag, plan.hash_tag):
+                engine.remove_image(ref)
+        finally:
+            engine.close()
     assert out.status == "built", out.error + "\n".join(out.log_tail)
     assert out.cached_steps == 0, "a --no-cache build took a step from the layer cache"
     assert out.image_id == first.id, (
