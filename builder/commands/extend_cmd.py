@@ -73,6 +73,7 @@ def register(sub: Any) -> None:
     p.add_argument("--lock", help="the lock file (default: images/lock.json)")
     p.add_argument("--no-verify", action="store_true", help="skip `trainimg verify` of the child")
     p.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="verify's training steps")
+    p.add_argument("--only", metavar="EXPR", help="verify only the checks EXPR selects (-k)")
     add_engine_options(p)
     p.set_defaults(func=run)
 
@@ -124,6 +125,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{plan.tag} {info.id}")
         if args.no_verify:
             return 0
-        report = verify(engine, plan.tag, workspace=ws, gpus="auto", steps=args.steps)
+        report = verify(
+            engine, plan.tag, workspace=ws, gpus="auto", steps=args.steps, only=args.only
+        )
     print(report.text(), file=sys.stderr)
     return 0 if report.ok else 1

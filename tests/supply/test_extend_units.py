@@ -26,7 +26,9 @@ def _reqs(tmp_path: Path, text: str) -> tuple[requirements.UserRequirement, ...]
 
 
 def test_a_requirement_that_excludes_the_locked_version_is_refused(tmp_path: Path) -> None:
-    reqs = _reqs(tmp_path, "einops==0.8.1\nTorch>=2.14\nnumpy<3  # fine\nnvidia_nccl_cu12==2.28.3\n")
+    reqs = _reqs(
+        tmp_path, "einops==0.8.1\nTorch>=2.14\nnumpy<3  # fine\nnvidia_nccl_cu12==2.28.3\n"
+    )
     why = requirements.replacing(reqs, LOCKED)
     assert len(why) == 2
     assert "line 2" in why[0] and "torch 2.13.0+cpu" in why[0] and "torch>=2.14" in why[0]
@@ -101,7 +103,7 @@ def test_copy_source_must_exist(tmp_path: Path) -> None:
 
 
 def test_label_values_cannot_reach_the_containerfile_unquoted() -> None:
-    from builder.render import RenderError
+    from builder.errors import RenderError
 
     with pytest.raises(RenderError):
         containerfile.render(PARENT, "c", {PARENT_CELL_LABEL: 'x" $(id)'}, [])

@@ -45,7 +45,9 @@ def test_certs_d_as_podman_reads_it(tmp_path: Path) -> None:
     env = {"HOME": str(tmp_path)}
     d = tmp_path / ".config" / "containers" / "certs.d" / "reg.example:5000"
     d.mkdir(parents=True)
-    (d / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\nPRIVATE CA\n-----END CERTIFICATE-----\n")
+    (d / "ca.crt").write_text(
+        "-----BEGIN CERTIFICATE-----\nPRIVATE CA\n-----END CERTIFICATE-----\n"
+    )
     (d / "client.cert").write_text("cert")
     (d / "client.key").write_text("key")
     tls = certs.lookup_tls("reg.example:5000", env)
