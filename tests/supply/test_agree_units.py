@@ -49,6 +49,8 @@ def test_an_sbom_of_other_wheels_or_another_image_is_named() -> None:
     assert found == [
         "wheel torch==2.13.0+cpu: the lock says sha256 aaaaaaaaaaaa, the SBOM ffffffffffff"
     ]
-    other = disagreements("sha256:" + "2" * 64, LABELS, {**RECORD, "image_id": "sha256:" + "2" * 64},
-                          INSTALLED, _sbom(RECORD["wheels"], LABELS))  # fmt: skip
+    two = "sha256:" + "2" * 64
+    other = disagreements(
+        two, LABELS, {**RECORD, "image_id": two}, INSTALLED, _sbom(RECORD["wheels"], LABELS)
+    )
     assert any("the SBOM describes" in f for f in other)
