@@ -6,7 +6,8 @@ GPG "simple signing", podman's own (`podman push --sign-by`): a signature is a d
 signature of the manifest digest and the reference, kept in "lookaside" storage beside the
 registry, read from `lookaside` (podman 4.3 spells it `sigstore`) and written to its
 `-staging` location. The policy requires a signature by the given public key for every image
-of the repository; anything unsigned, or whose manifest changed after signing (its digest no
+of the repository, under any of its tags (a signature binds the manifest digest and the
+repository: one manifest goes out as the cell tag and the content-hash tag); anything unsigned, or whose manifest changed after signing (its digest no
 longer matches a signature), is refused. Other images keep the stock policy unless
 `reject_others`.
 """
@@ -27,7 +28,16 @@ def policy_json(repo: Reference, public_key: Path, *, reject_others: bool = Fals
         "default": default,
         "transports": {
             "docker": {
-                repo.name: [{"type": "signedBy", "keyType": "GPGKeys", "keyPath": str(public_key)}]
+                repo.name: [
+                    {
+                        "type": "signedBy",
+                        "keyType": "GPGKeys",
+                        "keyPath": str(public_key),
+                        # one manifest is pushed (and signed) under its cell tag and its
+                        # content-hash tag; the signature binds its digest either way
+                        "signedIdentity": {"type": "matchRepository"},
+                    }
+                ]
             },
             # images already in the local store are not checked again
             "docker-daemon": {"": [{"type": "insecureAcceptAnything"}]},

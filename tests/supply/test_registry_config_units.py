@@ -72,7 +72,12 @@ def test_the_policy_requires_the_key_for_the_repository_only(tmp_path: Path) -> 
     doc = json.loads(policy.policy_json(REPO, tmp_path / "pub.asc"))
     assert doc["default"] == [{"type": "insecureAcceptAnything"}]
     (rule,) = doc["transports"]["docker"]["127.0.0.1:5000/team/trainimg"]
-    assert rule == {"type": "signedBy", "keyType": "GPGKeys", "keyPath": str(tmp_path / "pub.asc")}
+    assert rule == {
+        "type": "signedBy",
+        "keyType": "GPGKeys",
+        "keyPath": str(tmp_path / "pub.asc"),
+        "signedIdentity": {"type": "matchRepository"},
+    }
     strict = json.loads(policy.policy_json(REPO, tmp_path / "pub.asc", reject_others=True))
     assert strict["default"] == [{"type": "reject"}]
 
