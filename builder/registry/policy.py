@@ -7,8 +7,9 @@ signature of the manifest digest and the reference, kept in "lookaside" storage 
 registry, read from `lookaside` (podman 4.3 spells it `sigstore`) and written to its
 `-staging` location. The policy requires a signature by the given public key for every image
 of the repository, under any of its tags (a signature binds the manifest digest and the
-repository: one manifest goes out as the cell tag and the content-hash tag); anything unsigned, or whose manifest changed after signing (its digest no
-longer matches a signature), is refused. Other images keep the stock policy unless
+repository: one manifest goes out as the cell tag and the content-hash tag); anything
+unsigned, or whose manifest changed after signing (its digest no longer matches a signature),
+is refused. Other images keep the stock policy unless
 `reject_others`.
 """
 
