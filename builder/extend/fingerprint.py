@@ -10,14 +10,13 @@ libraries; every one of the parent's must be there, byte for byte the same kerne
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from builder.engines.base import Engine, RunSpec
-from builder.errors import TrainimgError
-from builder.labels import VENV, VERIFY_LABEL
+from builder.engines.base import Engine
+from builder.image_probe import run_probe
+from builder.labels import VENV
 from builder.verify.scan import scan_image
 
 # Runs with the image's own Python; prints one JSON line. Standard library and torch only.
@@ -78,21 +77,7 @@ class Difference:
 
 def read_fingerprint(engine: Engine, image: str) -> dict[str, Any]:
     """The fingerprint of `image` (two short containers: the probe, the fatbin reader)."""
-    spec = RunSpec(
-        image=image,
-        entrypoint=[f"{VENV}/bin/python"],
-        command=["-c", FINGERPRINT_PROBE],
-        network="none",
-        labels={VERIFY_LABEL: "extend"},
-    )
-    result = engine.run(spec, timeout=600)
-    line = next((ln for ln in reversed(result.stdout.splitlines()) if ln.startswith("{")), "")
-    if result.exit_code != 0 or not line:
-        raise TrainimgError(
-            f"reading the fingerprint of {image} failed (exit {result.exit_code}): "
-            f"{result.stderr.strip()[-800:]}"
-        )
-    data: dict[str, Any] = json.loads(line)
+    data = run_probe(engine, image, FINGERPRINT_PROBE, what="fingerprint")
     scan = scan_image(engine, image, [VENV], python=f"{VENV}/bin/python")
     data["sass"] = {lib["path"]: list(lib["sass"]) for lib in scan["libraries"]}
     return data

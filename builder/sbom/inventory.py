@@ -4,12 +4,11 @@ every CUDA library (the fatbin reader, builder/fatbin.py, in a second run)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from builder.engines.base import Engine, RunSpec
-from builder.errors import TrainimgError
-from builder.labels import VENV, VERIFY_LABEL
+from builder.engines.base import Engine
+from builder.image_probe import run_probe
+from builder.labels import VENV
 from builder.verify.scan import IMAGE_ROOTS, scan_image
 
 INVENTORY_PROBE = r"""
@@ -47,22 +46,7 @@ print(json.dumps(out, sort_keys=True))
 
 
 def read_inventory(engine: Engine, image: str) -> dict[str, Any]:
-    spec = RunSpec(
-        image=image,
-        entrypoint=[f"{VENV}/bin/python"],
-        command=["-c", INVENTORY_PROBE],
-        network="none",
-        user="0",
-        labels={VERIFY_LABEL: "sbom"},
-    )
-    result = engine.run(spec, timeout=600)
-    line = next((ln for ln in reversed(result.stdout.splitlines()) if ln.startswith("{")), "")
-    if result.exit_code != 0 or not line:
-        raise TrainimgError(
-            f"reading the packages of {image} failed (exit {result.exit_code}): "
-            f"{result.stderr.strip()[-800:]}"
-        )
-    data: dict[str, Any] = json.loads(line)
+    data = run_probe(engine, image, INVENTORY_PROBE, what="packages", user="0")
     scan = scan_image(engine, image, IMAGE_ROOTS, python=f"{VENV}/bin/python")
     data["cuda_libraries"] = [
         {"path": lib["path"], "sass": list(lib["sass"]), "ptx": list(lib["ptx"])}

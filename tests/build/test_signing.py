@@ -17,7 +17,7 @@ import requests
 
 from builder.engines.local_podman import LocalPodman
 from builder.engines.podman import PodmanEngine
-from tests.build.helpers import CPU_CELL, RunCli
+from tests.build.helpers import CPU_CELL, RunCli, repo_refs
 from tests.build.registry import Registry
 
 pytestmark = pytest.mark.integration  # runs gpg, podman and trainimg's CLI end to end
@@ -55,9 +55,21 @@ def _pull(local: LocalPodman, ref: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.fixture
+def registry_repo(
+    registries: Callable[..., Registry], local_podman: LocalPodman
+) -> Iterator[tuple[Registry, str]]:
+    """A registry and the repository the test pushes to; every local name of it untagged after."""
+    reg = registries()
+    repo = f"{reg.host}/team/trainimg"
+    yield reg, repo
+    for ref in repo_refs(local_podman, repo):  # the name only: the image is cpu_image
+        local_podman.podman("untag", ref, ref, check=False)
+
+
 def test_push_sign_then_pull_under_the_policy(
     run_cli: RunCli,
-    registries: Callable[..., Registry],
+    registry_repo: tuple[Registry, str],
     local_podman: LocalPodman,
     podman_service: str,
     cpu_image: str,
@@ -69,8 +81,7 @@ def test_push_sign_then_pull_under_the_policy(
     fpr, pub = gpg_key
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
-    reg = registries()
-    repo = f"{reg.host}/team/trainimg"
+    reg, repo = registry_repo
     lock = tmp_path / "lock.json"
     url = ["--url", podman_service]
     r = run_cli("build", *url, "--wheelhouse", str(wheelhouse), "--lock", str(lock))
@@ -136,5 +147,3 @@ def test_push_sign_then_pull_under_the_policy(
     tampered = _pull(local_podman, f"{repo}:{CPU_CELL}")
     assert tampered.returncode != 0
     assert "signature" in tampered.stderr.lower(), tampered.stderr
-    for ref in (f"{repo}:{CPU_CELL}",):
-        local_podman.podman("untag", cpu_image, ref, check=False)
