@@ -82,11 +82,12 @@ def test_the_child_containerfile(tmp_path: Path) -> None:
     text = containerfile.render(PARENT, "cell-a", {PARENT_CELL_LABEL: "cell-a"}, copies)
     assert text.count(f"FROM {PARENT}") == 2
     assert "--require-hashes --no-deps" in text
-    assert "-c /wheels/extra/constraints.txt" in text
+    assert "-c /tmp/wheels/constraints.txt" in text
     assert 'COPY --chown=1000:1000 ["copy/0/app/", "/workspace/app"]' in text
     assert 'COPY --chown=1000:1000 ["copy/1/model.yaml", "/workspace/model.yaml"]' in text
     assert f'{PARENT_CELL_LABEL}="cell-a"' in text
-    assert text.rstrip().endswith("USER 1000:1000")
+    assert "\nUSER" not in text  # the parent's unprivileged user throughout
+    assert "COPY --from=extra --chown=0:0 /tmp/stage/ /opt/venv/" in text
 
 
 @pytest.mark.parametrize(
@@ -142,3 +143,19 @@ def test_each_changed_part_is_named(field: str, value: object) -> None:
     assert len(diffs) == 1
     assert field in diffs[0].field or "SASS" in diffs[0].field
     assert "the parent has" in str(diffs[0])
+
+
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden" / "extend.Containerfile"
+
+
+def test_golden_child_containerfile() -> None:
+    """Set UPDATE_GOLDEN=1 to rewrite it after a deliberate template change; hadolint checks it
+    with the committed Containerfiles (tests/test_shipped.py)."""
+    import os
+
+    copies = [containerfile.Copy(GOLDEN.parent, "/workspace/app")]
+    labels = {PARENT_CELL_LABEL: "debian12-cpu-py3.11-torch2.13.0-runtime"}
+    text = containerfile.render(PARENT, "debian12-cpu-py3.11-torch2.13.0-runtime", labels, copies)
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        GOLDEN.write_text(text, encoding="utf-8")
+    assert text == GOLDEN.read_text(encoding="utf-8")
