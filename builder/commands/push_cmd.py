@@ -43,7 +43,8 @@ def register(sub: Any) -> None:
         parents=[shared_options()],
         help="push built cells to a registry and record their digests",
         description=(
-            "Push each CELL (default: project.default_cell) that the lock file records, as "
+            "Push each CELL (default: project.default_cell; or an image `trainimg extend` recorded) "
+            "that the lock file records, as "
             "REGISTRY/REPO:<cell> and REGISTRY/REPO:<content hash>, and record the manifest "
             "digest under `pushed` in its lock record. Credentials: $REGISTRY_AUTH_FILE, "
             "${XDG_RUNTIME_DIR}/containers/auth.json, ~/.docker/config.json. Exit codes: 0 "
@@ -95,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
     records = lockfile.read(lock_path)
     names = sorted(records) if args.all else args.cells or [ws.matrix.project.default_cell]
     for name in names:
-        ws.cell(name)  # unknown cell: exit 2 naming it
+        if records.get(name) is None or records[name].parent is None:
+            ws.cell(name)  # unknown cell (and not an extension the lock records): exit 2
         if name not in records:
             raise TrainimgError(f"cell {name}: no record in {lock_path}: `trainimg build` it first")
     creds = auth.lookup(target.registry, os.environ)
