@@ -43,11 +43,13 @@ def register(sub: Any) -> None:
         parents=[shared_options()],
         help="push built cells to a registry and record their digests",
         description=(
-            "Push each CELL (default: project.default_cell; or an image `trainimg extend` recorded) "
-            "that the lock file records, as "
+            "Push each CELL (default: project.default_cell; or an image `trainimg extend` "
+            "recorded) that the lock file records, as "
             "REGISTRY/REPO:<cell> and REGISTRY/REPO:<content hash>, and record the manifest "
-            "digest under `pushed` in its lock record. Credentials: $REGISTRY_AUTH_FILE, "
-            "${XDG_RUNTIME_DIR}/containers/auth.json, ~/.docker/config.json. Exit codes: 0 "
+            "digest under `pushed` in its lock record. Credentials: as podman finds them "
+            "($REGISTRY_AUTH_FILE, podman login's auth.json, ~/.config/containers/auth.json, "
+            "~/.docker/config.json). --sign: podman's GPG simple signing, and the SBOM and "
+            "provenance pushed beside the image. Exit codes: 0 "
             "pushed, 1 a push failed after retries, 2 bad input (unknown cell, unbuilt cell, "
             "unreachable registry, refused credentials)."
         ),
