@@ -23,7 +23,7 @@ from builder.extend import build as extension
 from builder.extend import fingerprint
 from builder.extend.containerfile import parse_copy
 from builder.lock import DEFAULT_PATH
-from builder.verify.runner import DEFAULT_STEPS, verify
+from builder.verify.runner import DEFAULT_STEPS, supply_context, verify
 
 
 class ExtendFailed(TrainimgError):
@@ -126,7 +126,13 @@ def run(args: argparse.Namespace) -> int:
         if args.no_verify:
             return 0
         report = verify(
-            engine, plan.tag, workspace=ws, gpus="auto", steps=args.steps, only=args.only
+            engine,
+            plan.tag,
+            workspace=ws,
+            gpus="auto",
+            steps=args.steps,
+            only=args.only,
+            supply=supply_context(info.id, ws, lock_path),
         )
     print(report.text(), file=sys.stderr)
     return 0 if report.ok else 1

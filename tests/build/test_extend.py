@@ -53,6 +53,7 @@ def test_extend_builds_proves_and_verifies_a_child(
     )  # fmt: skip
     assert r.code == 0, r.out + r.err
     assert "fingerprint: the same as" in r.err
+    assert "PASS  supply_chain" in r.err  # the child's labels, lock record and wheels agree
     child_ref, child_id = r.out.split()[:2]
     assert child_ref == f"{repo}:team-ext"
     records = lockfile.read(lock)
@@ -81,6 +82,13 @@ def test_extend_builds_proves_and_verifies_a_child(
         assert not any("/tmp/wheels" in line for line in engine.history(child_ref))
     finally:
         engine.close()
+    sbom = tmp_path / "team-ext.cdx.json"
+    r = run_cli("sbom", "team-ext", "--lock", str(lock), "-o", str(sbom), "--url", podman_service)
+    assert r.code == 0, r.err
+    doc = json.loads(sbom.read_text())
+    purls = {c.get("purl") for c in doc["components"]}
+    assert "pkg:pypi/einops@0.8.1" in purls and "pkg:pypi/torch@2.13.0%2Bcpu" in purls
+    assert any(c["bom-ref"] == f"oci:{parent.image_id}" for c in doc["components"])
 
 
 def test_extend_refuses_a_requirement_that_would_replace_torch(
