@@ -10,6 +10,7 @@ wheels the parent does not lock are the child's; their sha256 go to its wheelhou
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,6 @@ from builder.wheelhouse import (
     PYPI,
     Locked,
     Runner,
-    _run,
     platforms,
     read_lock,
     scan,
@@ -59,6 +59,10 @@ class Extras:
         return "\n".join(lines) + "\n"
 
 
+def _pip(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=3600)
+
+
 def download_argv(
     cell: Cell, reqs: Sequence[UserRequirement], dest: Path, links: Sequence[Path], index: str
 ) -> list[str]:
@@ -82,7 +86,7 @@ def fetch(
     find_links: Sequence[Path] = (),
     index_url: str = PYPI,
     offline: bool = False,
-    run: Runner = _run,
+    run: Runner = _pip,
     log: Callable[[str], None] = lambda _m: None,
 ) -> Extras:
     dest.mkdir(parents=True, exist_ok=True)

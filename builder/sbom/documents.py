@@ -7,6 +7,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from builder.atomic_file import atomic_write
 from builder.engines.base import Engine
 from builder.errors import TrainimgError
 from builder.lock import BuildRecord
@@ -62,6 +63,5 @@ def gather_documents(ws: Workspace, engine: Engine, name: str, record: BuildReco
 
 
 def write(path: Path, text: str) -> None:
-    from builder.atomic_file import atomic_write
-
+    """Written beside, then renamed: no reader sees half an SBOM."""
     atomic_write(path, text)
