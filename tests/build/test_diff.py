@@ -1,6 +1,7 @@
 """libpod's build timestamp, and `trainimg diff`, on tiny `FROM scratch` images: two
-`--no-cache` builds of one context differ by the clock alone, and are the same image once the
-build is dated; `trainimg diff` names the changed label and file of another build."""
+`--no-cache` builds of one context differ by the clock (creation time, the mtime of the
+directory COPY made), and are the same image once the build is dated; `trainimg diff` says so,
+and names the changed label and file of another build."""
 
 from __future__ import annotations
 
