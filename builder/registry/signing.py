@@ -53,7 +53,10 @@ def push_signed(
 ) -> str:
     """Push `image` (an id or a local name) as `ref` with a signature by `sign_by`; the manifest
     digest the registry now serves under `ref`."""
-    args = ["push", "--sign-by", sign_by, f"--tls-verify={'true' if tls_verify else 'false'}"]
+    # An image pulled under a signature policy carries its signatures in the store; they are
+    # dropped (the layers are compressed anew, which would invalidate them) and signed again.
+    args = ["push", "--remove-signatures", "--sign-by", sign_by]
+    args.append(f"--tls-verify={'true' if tls_verify else 'false'}")
     if creds is not None and creds.source:
         args.append(f"--authfile={creds.source}")
     args += ["--digestfile", str(digest_file), image, f"docker://{ref}"]

@@ -17,7 +17,7 @@ import requests
 
 from builder.engines.local_podman import LocalPodman
 from builder.engines.podman import PodmanEngine
-from tests.build.helpers import CPU_CELL, RunCli, repo_refs
+from tests.build.helpers import CPU_CELL, RunCli
 from tests.build.registry import Registry
 
 pytestmark = pytest.mark.integration  # runs gpg, podman and trainimg's CLI end to end
@@ -63,8 +63,12 @@ def registry_repo(
     reg = registries()
     repo = f"{reg.host}/team/trainimg"
     yield reg, repo
-    for ref in repo_refs(local_podman, repo):  # the name only: the image is cpu_image
-        local_podman.podman("untag", ref, ref, check=False)
+    # the names only (the image is cpu_image); podman 4.3's reference filter does not take a
+    # HOST:PORT repository reliably, so every name is listed and ours picked
+    names = local_podman.podman("images", "--format", "{{.Repository}}:{{.Tag}}").split()
+    for ref in names:
+        if ref.startswith(f"{repo}:"):
+            local_podman.podman("untag", ref, ref, check=False)
 
 
 def test_push_sign_then_pull_under_the_policy(
