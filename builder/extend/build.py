@@ -130,6 +130,14 @@ def plan(
             f"cell {cell.name}: image {record.image_id} of {lock_path} is not in the "
             f"{engine.name} store: build it again"
         )
+    pinned = {f"{w.name}=={w.version}": w.sha256 for w in selection.wheels}
+    if record.wheels and pinned != record.wheels:
+        changed = sorted(set(pinned.items()) ^ set(record.wheels.items()))
+        raise ExtendError(
+            f"cell {cell.name}: wheelhouse {parent_wheelhouse} is not the one its image was "
+            f"built from ({len(changed)} pins or hashes differ, e.g. {changed[0][0]}): pass the "
+            "cell's wheelhouse, or build the cell again"
+        )
     parent = engine.inspect_image(record.image_id)
     extras = wheels.fetch(
         extra_wheelhouse or parent_wheelhouse.parent / f"{parent_wheelhouse.name}-{name}",
