@@ -118,7 +118,6 @@ class Builder:
                 request = BuildRequest(
                     tarball,
                     buildargs=plan.request_buildargs,
-                    labels=plan.labels,
                     network=plan.network,
                     pull=plan.pull,
                     nocache=self.opts.nocache,

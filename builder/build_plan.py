@@ -15,7 +15,7 @@ from builder import lock as lockfile
 from builder.build_context import BuildContext, assemble
 from builder.engines.base import Engine, ImageInfo
 from builder.errors import TrainimgError
-from builder.labels import BUILD_HASH_LABEL, TRAINER_VERSION_LABEL
+from builder.labels import BUILD_HASH_LABEL, BUILD_LABEL_ARGS, TRAINER_VERSION_LABEL
 from builder.matrix.model import Cell
 from builder.registry.auth import refuse_credentials_in_buildargs
 from builder.registry.pull import pull_base
@@ -58,9 +58,10 @@ class BuildPlan:
 
     @property
     def request_buildargs(self) -> dict[str, str]:
-        """What the engine is sent: the user's build arguments and SOURCE_DATE_EPOCH (unless
-        the user set it)."""
-        return {BUILD_ARG: str(self.source_date_epoch), **self.buildargs}
+        """What the engine is sent: the user's build arguments, SOURCE_DATE_EPOCH (unless the
+        user set it) and the build-time labels' values (labels.BUILD_LABEL_ARGS)."""
+        build_labels = {arg: self.labels[key] for key, arg in BUILD_LABEL_ARGS.items()}
+        return {BUILD_ARG: str(self.source_date_epoch), **build_labels, **self.buildargs}
 
     @property
     def content_hash(self) -> str:

@@ -25,6 +25,7 @@ from builder.engines.base import (
     RunSpec,
 )
 from builder.engines.build_log import BuildLog
+from builder.labels import BUILD_LABEL_ARGS
 
 
 @dataclass
@@ -71,7 +72,11 @@ class FakeEngine:
         if self.store.on_build is not None:
             self.store.on_build(request.context)
         image_id = "sha256:" + hashlib.sha256(request.context.read_bytes()).hexdigest()
-        self.store.images[image_id] = dict(request.labels)
+        # what the Containerfile's last LABEL makes of the build-time label arguments
+        from_args = {
+            k: request.buildargs[a] for k, a in BUILD_LABEL_ARGS.items() if a in request.buildargs
+        }
+        self.store.images[image_id] = {**request.labels, **from_args}
         log.feed(f"COMMIT\n{image_id.removeprefix('sha256:')}\n")
         result = log.result(image_id)
         for ref in request.tags:
