@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+from pathlib import Path
 
 from builder.engines.discover import ENGINE_NAMES
+from builder.lock import DEFAULT_PATH as DEFAULT_LOCK
 from builder.workspace import DEFAULT_MATRIX, Workspace, open_workspace
 
 
@@ -40,6 +42,11 @@ def shared_options() -> argparse.ArgumentParser:
 
 def workspace(args: argparse.Namespace, *, strict: bool = True) -> Workspace:
     return open_workspace(args.matrix, args.today, strict=strict)
+
+
+def lock_file(args: argparse.Namespace, ws: Workspace) -> Path:
+    """--lock, else the workspace's images/lock.json."""
+    return Path(args.lock) if args.lock else ws.root / DEFAULT_LOCK
 
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:

@@ -15,14 +15,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from builder.commands.common import add_engine_options, shared_options, workspace
+from builder.commands.common import add_engine_options, lock_file, shared_options, workspace
 from builder.engines.base import BuildFailed
 from builder.engines.discover import engine_session
 from builder.errors import TrainimgError
 from builder.extend import build as extension
 from builder.extend import fingerprint
 from builder.extend.containerfile import parse_copy
-from builder.lock import DEFAULT_PATH
 from builder.verify.runner import DEFAULT_STEPS, supply_context, verify
 
 
@@ -82,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     ws = workspace(args, strict=False)
     cell = ws.cell(args.cell)
     copies = [parse_copy(spec, i) for i, spec in enumerate(args.copy)]
-    lock_path = Path(args.lock) if args.lock else ws.root / DEFAULT_PATH
+    lock_path = lock_file(args, ws)
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from builder import lock as lockfile
-from builder.commands.common import add_engine_options, shared_options, workspace
+from builder.commands.common import add_engine_options, lock_file, shared_options, workspace
 from builder.credentials import Credentials
 from builder.engines.base import Engine, EngineError
 from builder.engines.discover import engine_session, isolated_store
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         raise TrainimgError("--sign-by is used only with --sign")
     if args.sign:
         signing.check_staging(target)
-    lock_path = Path(args.lock) if args.lock else ws.root / lockfile.DEFAULT_PATH
+    lock_path = lock_file(args, ws)
     records = lockfile.read(lock_path)
     names = sorted(records) if args.all else args.cells or [ws.matrix.project.default_cell]
     for name in names:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from builder import lock as lockfile
-from builder.commands.common import add_engine_options, shared_options, workspace
+from builder.commands.common import add_engine_options, lock_file, shared_options, workspace
 from builder.engines.base import ImageNotFound
 from builder.engines.discover import engine_session
 from builder.sbom import documents
@@ -39,7 +39,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     ws = workspace(args, strict=False)
-    lock_path = Path(args.lock) if args.lock else ws.root / lockfile.DEFAULT_PATH
+    lock_path = lock_file(args, ws)
     records = lockfile.read(lock_path)
     with engine_session(args.engine, args.url) as engine:
         image_id = None
