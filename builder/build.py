@@ -81,6 +81,7 @@ def _record(
         engine=engine.name,
         built_at=built_at,
         content_hash=plan.content_hash,
+        wheels={f"{w.name}=={w.version}": w.sha256 for w in plan.wheelhouse.wheels},
     )
 
 
@@ -112,10 +113,10 @@ class Builder:
             try:
                 request = BuildRequest(
                     tarball,
-                    buildargs=plan.buildargs,
-                    labels=plan.labels,
+                    buildargs=plan.request_buildargs,
                     network=plan.network,
                     nocache=self.opts.nocache,
+                    timestamp=plan.source_date_epoch,
                 )
                 result = engine.build(request, on_log=on_log)
             finally:

@@ -15,11 +15,12 @@ from builder import lock as lockfile
 from builder.build_context import BuildContext, assemble
 from builder.engines.base import Engine, ImageInfo
 from builder.errors import TrainimgError
-from builder.labels import BUILD_HASH_LABEL, TRAINER_VERSION_LABEL
+from builder.labels import BUILD_HASH_LABEL, BUILD_LABEL_ARGS, TRAINER_VERSION_LABEL
 from builder.matrix.model import Cell
 from builder.registry.auth import refuse_credentials_in_buildargs
 from builder.registry.pull import pull_base
 from builder.render import render_all
+from builder.source_date import BUILD_ARG, source_date_epoch
 from builder.trainer_version import trainer_version
 from builder.wheelhouse import Selection, select
 from builder.workspace import Workspace
@@ -52,6 +53,14 @@ class BuildPlan:
     base_ref: str
     base: ImageInfo  # in the engine's store before any build starts: a build never pulls
     wheelhouse: Selection
+    source_date_epoch: int = 0  # builder/source_date.py
+
+    @property
+    def request_buildargs(self) -> dict[str, str]:
+        """What the engine is sent: the user's build arguments, SOURCE_DATE_EPOCH (unless the
+        user set it) and the build-time labels' values (labels.BUILD_LABEL_ARGS)."""
+        build_labels = {arg: self.labels[key] for key, arg in BUILD_LABEL_ARGS.items()}
+        return {BUILD_ARG: str(self.source_date_epoch), **build_labels, **self.buildargs}
 
     @property
     def content_hash(self) -> str:
@@ -142,6 +151,9 @@ def plan_cells(
                 base_ref=cell.os.base_ref,
                 base=base,
                 wheelhouse=selection,
+                source_date_epoch=(
+                    source_date_epoch(base.labels, base.created) if base is not None else 0
+                ),
             )
         )
     return plans

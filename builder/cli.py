@@ -38,8 +38,10 @@ COMMANDS: dict[str, str] = {
     "base": "make the offline base image(s) for local OSes (debootstrap -> engine import)",
     "wheelhouse": "fill a wheelhouse (local wheels + pip download) for air-gapped builds",
     "build": "build cells' images (podman-py or docker SDK), tag and record them",
+    "extend": "a child image of a built cell with extra wheels that replace nothing it locked",
     "verify": "run the image's checks from inside a container (testinfra): versions, GPU, "
     "sm_100 kernels, a short BF16/FP8 training step, labels, user",
+    "diff": "explain where two images differ: labels, configuration, layers, files",
     "arches": "list SASS/PTX targets per CUDA library of a file, directory or image",
     "preflight": "read-only host checks before an NVIDIA driver upgrade, and its impact on every "
     "image",
@@ -52,6 +54,8 @@ COMMANDS: dict[str, str] = {
     "export": "write an image as a file for compute nodes without a registry (OCI .tar, enroot "
     ".sqsh)",
     "push": "push built cells to a registry and record their digests",
+    "sbom": "write the CycloneDX SBOM (and SLSA provenance) of a built image",
+    "policy": "write the policy.json / registries.d under which podman pulls only signed images",
     "pin": "resolve base image tags to digests and write them into matrix.yaml",
     "prune": "remove content-hash tags no lock record references",
 }

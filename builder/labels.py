@@ -44,6 +44,20 @@ GPUS_LABEL = f"{PREFIX}.gpus"
 # Added by the build (builder/build.py): the bundled trainer and the build context's hash.
 TRAINER_VERSION_LABEL = f"{PREFIX}.trainer.version"
 BUILD_HASH_LABEL = f"{PREFIX}.build.hash"
+# ... as build arguments the Containerfile's last LABEL reads, not as the build's own labels:
+# libpod stamps those on every stage's intermediate images too, and its layer cache then hands
+# one build's values to the next build's history (a cached build and a cold build of the same
+# inputs got different ids; measured, builder/source_date.py).
+BUILD_LABEL_ARGS = {
+    TRAINER_VERSION_LABEL: "TRAINIMG_TRAINER_VERSION",
+    BUILD_HASH_LABEL: "TRAINIMG_BUILD_HASH",
+}
+# An extended image (trainimg extend, builder/extend/): its own name and the image it was built
+# FROM, by cell, image id and (where the engine reports one) manifest digest.
+EXTENSION_LABEL = f"{PREFIX}.extension"
+PARENT_CELL_LABEL = f"{PREFIX}.parent.cell"
+PARENT_IMAGE_LABEL = f"{PREFIX}.parent.image"
+PARENT_DIGEST_LABEL = f"{PREFIX}.parent.digest"
 # The offline Debian base (builder/base_image.py).
 BASE_SUITE_LABEL = f"{PREFIX}.base.suite"
 BASE_SUITES_LABEL = f"{PREFIX}.base.suites"

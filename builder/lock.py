@@ -2,7 +2,8 @@
 
     {"schema": 1, "cells": {"<cell>": {"image_id", "tags", "digest", "size", "base_image",
      "base_digest", "labels", "torch", "cuda", "engine", "built_at", "content_hash",
-     "pushed": {"<registry>/<repo>:<tag>": "sha256:..."}}}}
+     "pushed": {"<registry>/<repo>:<tag>": "sha256:..."},
+     "wheels": {"<name>==<version>": "<sha256>"}, "parent": {"cell", "image_id", "digest"}}}}
 
 Written only after a cell's build and tags succeeded (or its push), one cell at a time,
 atomically (temp file, fsync, rename, fsync of the directory): a failed or interrupted build
@@ -52,6 +53,10 @@ class BuildRecord:
     built_at: str
     content_hash: str
     pushed: dict[str, str] = field(default_factory=dict)  # registry ref -> manifest digest
+    # every wheel installed, as the wheelhouse lock pinned it: "name==version" -> sha256
+    wheels: dict[str, str] = field(default_factory=dict)
+    # an extended image (trainimg extend): the image it was built FROM
+    parent: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -59,7 +64,11 @@ class BuildRecord:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BuildRecord:
         fields = dataclasses.fields(cls)
-        required = {f.name for f in fields if f.default_factory is dataclasses.MISSING}
+        required = {
+            f.name
+            for f in fields
+            if f.default_factory is dataclasses.MISSING and f.default is dataclasses.MISSING
+        }
         absent = required - data.keys()
         if absent:
             raise LockFileError(f"lock record lacks {', '.join(sorted(absent))}")

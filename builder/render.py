@@ -21,6 +21,7 @@ from builder.errors import RenderError
 from builder.facts import cuda as cuda_rules
 from builder.facts import torch_builds
 from builder.labels import (
+    BUILD_LABEL_ARGS,
     CELL_HASH_LABEL,
     TRAINER_HOME,
     USER_ID,
@@ -117,6 +118,7 @@ def template_vars(cell: Cell, project: Project) -> dict[str, Any]:
         "uid": USER_ID,
         "env": env(cell),
         "labels": labels_,
+        "build_label_args": BUILD_LABEL_ARGS,
         "trainer_home": TRAINER_HOME,
     }
 

@@ -11,7 +11,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
+from builder.credentials import Credentials
 from builder.engines.base import (
     BuildRequest,
     BuildResult,
@@ -25,7 +27,7 @@ from builder.engines.base import (
     RunSpec,
 )
 from builder.engines.build_log import BuildLog
-from builder.registry.auth import Credentials
+from builder.labels import BUILD_LABEL_ARGS
 
 
 @dataclass
@@ -72,7 +74,11 @@ class FakeEngine:
         if self.store.on_build is not None:
             self.store.on_build(request.context)
         image_id = "sha256:" + hashlib.sha256(request.context.read_bytes()).hexdigest()
-        self.store.images[image_id] = dict(request.labels)
+        # what the Containerfile's last LABEL makes of the build-time label arguments
+        from_args = {
+            k: request.buildargs[a] for k, a in BUILD_LABEL_ARGS.items() if a in request.buildargs
+        }
+        self.store.images[image_id] = {**request.labels, **from_args}
         log.feed(f"COMMIT\n{image_id.removeprefix('sha256:')}\n")
         result = log.result(image_id)
         for ref in request.tags:
@@ -140,6 +146,9 @@ class FakeEngine:
         return [r.removeprefix(repository + ":") for r in self.store.refs(repository)]
 
     def import_image(self, tarball: Path, ref: str, changes: Sequence[str] = ()) -> str:
+        raise NotImplementedError
+
+    def save(self, ref: str, out: IO[bytes]) -> None:
         raise NotImplementedError
 
     def push(self, ref: str, creds: Credentials | None = None, *, tls_verify: bool = True) -> None:

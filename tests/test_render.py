@@ -106,8 +106,9 @@ def test_structure(cell: object) -> None:
     text = rendered()[cell.name]
     ins = instructions(text)
     assert ins[0] == "FROM"
-    assert ins[-3:] == ["COPY", "ENTRYPOINT", "CMD"], "the trainer must be the last layer"
-    assert "trainer/ /opt/trainimg/trainer/" in text.splitlines()[-3]
+    # the trainer is the last layer; only the build-time labels (no layer) follow it
+    assert ins[-6:] == ["COPY", "ENTRYPOINT", "CMD", "ARG", "ARG", "LABEL"]
+    assert "trainer/ /opt/trainimg/trainer/" in text[: text.index("\nENTRYPOINT")].splitlines()[-1]
     users = [line for line in text.splitlines() if line.startswith("USER ")]
     assert users == ["USER 1000:1000"]
     assert ins.index("USER") < len(ins) - 3  # the trainer is copied as the unprivileged user

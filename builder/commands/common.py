@@ -11,12 +11,11 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+from pathlib import Path
 
 from builder.facts.driver_version import DriverVersion
+from builder.lock import DEFAULT_PATH as DEFAULT_LOCK
 from builder.workspace import DEFAULT_MATRIX, Workspace, open_workspace
-
-# A full NVIDIA Linux driver version: a three-digit branch, then one or two parts
-# (570.26, 570.124.06, 580.65.06); no leading zero, no fourth part.
 
 
 def _date(text: str) -> dt.date:
@@ -44,6 +43,11 @@ def shared_options() -> argparse.ArgumentParser:
 
 def workspace(args: argparse.Namespace, *, strict: bool = True) -> Workspace:
     return open_workspace(args.matrix, args.today, strict=strict)
+
+
+def lock_file(args: argparse.Namespace, ws: Workspace) -> Path:
+    """--lock, else the workspace's images/lock.json."""
+    return Path(args.lock) if args.lock else ws.root / DEFAULT_LOCK
 
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 from typing import Any
 
 from builder import lock as lockfile
-from builder.commands.common import add_engine_options, shared_options, workspace
+from builder.commands.common import add_engine_options, lock_file, shared_options, workspace
 from builder.engines.discover import engine_session
 from builder.registry import auth, reference
 from builder.registry.client import RegistryClient
@@ -37,7 +36,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     ws = workspace(args, strict=False)
-    lock_path = Path(args.lock) if args.lock else ws.root / lockfile.DEFAULT_PATH
+    lock_path = lock_file(args, ws)
     records = lockfile.read(lock_path)
     if args.registry:
         return _registry(args, records)

@@ -10,19 +10,25 @@ cell. Credentials travel in the push request's header only.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from builder import lock as lockfile
-from builder.commands.common import add_engine_options, shared_options, workspace
+from builder.commands.common import add_engine_options, lock_file, shared_options, workspace
+from builder.credentials import Credentials
 from builder.engines.base import Engine, EngineError
-from builder.engines.discover import engine_session
+from builder.engines.discover import engine_session, isolated_store
+from builder.engines.local_podman import podman_cli
 from builder.errors import TrainimgError
-from builder.registry import auth, reference
+from builder.registry import attach, auth, reference, signing
 from builder.registry.client import RegistryClient
+from builder.sbom import documents
+from builder.workspace import Workspace
 
 RETRIES = 3
 
@@ -36,10 +42,13 @@ def register(sub: Any) -> None:
         "push",
         parents=[shared_options()],
         description=(
-            "Push each CELL (default: project.default_cell) that the lock file records, as "
+            "Push each CELL (default: project.default_cell; or an image `trainimg extend` "
+            "recorded) that the lock file records, as "
             "REGISTRY/REPO:<cell> and REGISTRY/REPO:<content hash>, and record the manifest "
-            "digest under `pushed` in its lock record. Credentials: $REGISTRY_AUTH_FILE, "
-            "${XDG_RUNTIME_DIR}/containers/auth.json, ~/.docker/config.json. Exit codes: 0 "
+            "digest under `pushed` in its lock record. Credentials: as podman finds them "
+            "($REGISTRY_AUTH_FILE, podman login's auth.json, ~/.config/containers/auth.json, "
+            "~/.docker/config.json). --sign: podman's GPG simple signing, and the SBOM and "
+            "provenance pushed beside the image. Exit codes: 0 "
             "pushed, 1 a push failed after retries, 2 bad input (unknown cell, unbuilt cell, "
             "unreachable registry, refused credentials)."
         ),
@@ -49,11 +58,19 @@ def register(sub: Any) -> None:
     p.add_argument("--registry", required=True, metavar="HOST[:PORT]/REPO")
     p.add_argument("--lock", help="the lock file (default: images/lock.json)")
     p.add_argument("--retries", type=int, default=RETRIES, help="tries per push (default: 3)")
+    p.add_argument(
+        "--sign",
+        action="store_true",
+        help="sign each pushed tag with podman's simple signing (needs --sign-by and a "
+        "registries.d entry, `trainimg policy`), and push the SBOM and SLSA provenance beside "
+        "the image (tags sha256-<hex>.sbom / .att)",
+    )
+    p.add_argument("--sign-by", metavar="KEY", help="the GPG key to sign with (fingerprint or id)")
     add_engine_options(p)
     p.set_defaults(func=run)
 
 
-def _push(engine: Engine, ref: str, creds: auth.Credentials | None, tries: int, tls: bool) -> None:
+def _push(engine: Engine, ref: str, creds: Credentials | None, tries: int, tls: bool) -> None:
     for attempt in range(1, tries + 1):
         try:
             engine.push(ref, creds, tls_verify=tls)
@@ -70,11 +87,18 @@ def run(args: argparse.Namespace) -> int:
     target = reference.parse_reference(args.registry, what="--registry")
     if target.tag or target.digest:
         raise TrainimgError(f"--registry {args.registry}: give HOST[:PORT]/REPO, without a tag")
-    lock_path = Path(args.lock) if args.lock else ws.root / lockfile.DEFAULT_PATH
+    if args.sign and not args.sign_by:
+        raise TrainimgError("--sign needs --sign-by KEY (the GPG key podman signs with)")
+    if args.sign_by and not args.sign:
+        raise TrainimgError("--sign-by is used only with --sign")
+    if args.sign:
+        signing.check_staging(target)
+    lock_path = lock_file(args, ws)
     records = lockfile.read(lock_path)
     names = sorted(records) if args.all else args.cells or [ws.matrix.project.default_cell]
     for name in names:
-        ws.cell(name)  # unknown cell: exit 2 naming it
+        if records.get(name) is None or records[name].parent is None:
+            ws.cell(name)  # unknown cell (and not an extension the lock records): exit 2
         if name not in records:
             raise TrainimgError(f"cell {name}: no record in {lock_path}: `trainimg build` it first")
     creds = auth.lookup(target.registry, os.environ)
@@ -83,6 +107,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         client.ping()
         with engine_session(args.engine, args.url) as engine:
+            if args.sign and engine.name != "podman":
+                raise TrainimgError(
+                    f"--sign signs with podman's simple signing; this engine is {engine.name} "
+                    f"at {engine.base_url}: push through podman (--engine podman)"
+                )
             for name in names:
                 rec = records[name]
                 if not engine.image_exists(rec.image_id):
@@ -94,14 +123,51 @@ def run(args: argparse.Namespace) -> int:
                 pushed = {}
                 for ref in refs:
                     engine.tag(rec.image_id, ref)
-                    _push(engine, ref, creds, max(1, args.retries), tls)
+                    if args.sign:
+                        _push_signed(rec.image_id, ref, args.sign_by, creds, tls)
+                    else:
+                        _push(engine, ref, creds, max(1, args.retries), tls)
                     pushed[ref] = client.manifest_digest(reference.parse_reference(ref))
+                if args.sign:
+                    _attach(ws, engine, client, target, name, rec, refs[0])
                 _record(lock_path, name, rec.image_id, pushed)
                 for ref, digest in pushed.items():
                     print(f"{ref} {digest}")
     finally:
         client.close()
     return 0
+
+
+def _push_signed(
+    image_id: str, ref: str, sign_by: str, creds: Credentials | None, tls: bool
+) -> None:
+    podman = podman_cli(isolated_store())
+    with tempfile.TemporaryDirectory(prefix="trainimg-push-") as tmp:
+        try:
+            signing.push_signed(
+                podman, image_id, ref, sign_by, creds, tls_verify=tls, digest_file=Path(tmp) / "d"
+            )
+        except EngineError as exc:
+            raise PushFailed(f"signed push of {ref} failed: {exc}") from None
+    print(f"{ref}: signed by {sign_by}", file=sys.stderr)
+
+
+def _attach(
+    ws: Workspace,
+    engine: Engine,
+    client: RegistryClient,
+    target: reference.Reference,
+    name: str,
+    rec: lockfile.BuildRecord,
+    ref: str,
+) -> None:
+    """The SBOM and the provenance of the pushed image, beside it in the registry."""
+    docs = documents.gather_documents(ws, engine, name, rec)
+    body, media_type = client.get_manifest(reference.parse_reference(ref))
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    for text, kind in ((docs.sbom, attach.CYCLONEDX), (docs.provenance, attach.IN_TOTO)):
+        tag = attach.attach(client, target.repository, digest, body, media_type, text, kind)
+        print(f"{target.name}:{tag} ({kind} of {ref})", file=sys.stderr)
 
 
 def _record(lock_path: Path, cell: str, image_id: str, pushed: dict[str, str]) -> None:

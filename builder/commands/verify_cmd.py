@@ -15,7 +15,7 @@ from typing import Any
 from builder.commands.common import add_engine_options, shared_options
 from builder.engines import discover
 from builder.errors import TrainimgError
-from builder.verify.runner import DEFAULT_STEPS, suite_checks, verify
+from builder.verify.runner import DEFAULT_STEPS, suite_checks, supply_context, verify
 from builder.verify.scan import IMAGE_ROOTS
 from builder.verify.target import load_workspace, resolve_image
 
@@ -63,6 +63,10 @@ def register(sub: Any) -> None:
         help="run only the checks this pytest -k expression selects, e.g. 'labels or user'",
     )
     p.add_argument("--junitxml", metavar="FILE", help="also write a JUnit XML report")
+    p.add_argument("--lock", metavar="FILE", help="the lock file (default: images/lock.json)")
+    p.add_argument(
+        "--sbom", metavar="FILE", help="a CycloneDX SBOM of the image (`trainimg sbom`) to check"
+    )
     p.add_argument("--json", metavar="FILE", help="also write the JSON report ('-': stdout)")
     p.set_defaults(func=run)
 
@@ -73,6 +77,15 @@ def run(args: argparse.Namespace) -> int:
     image = resolve_image(args.target, args.matrix)
     ws = load_workspace(args.matrix)
     with discover.engine_session(args.engine, args.url) as engine:
+        supply = None
+        if args.lock or args.sbom:
+            image_id = engine.inspect_image(image).id
+            supply = supply_context(
+                image_id,
+                ws,
+                Path(args.lock) if args.lock else None,
+                Path(args.sbom) if args.sbom else None,
+            )
         report = verify(
             engine,
             image,
@@ -82,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
             junitxml=args.junitxml,
             only=args.only,
             roots=args.root or IMAGE_ROOTS,
+            supply=supply,
         )
     if args.json == "-":
         print(report.to_json())

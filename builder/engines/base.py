@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
 
+from builder.credentials import Credentials
 from builder.errors import TrainimgError
-from builder.registry.auth import Credentials
 
 LogSink = Callable[[str], None]
 
@@ -68,6 +68,9 @@ class BuildRequest:
     network: str | None = None
     pull: bool = False
     nocache: bool = False
+    # Creation time of the image, its history and every file in its layers (libpod's build
+    # `timestamp`); None: the clock. Docker's classic builder has no equivalent and ignores it.
+    timestamp: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tags", tuple(self.tags))
@@ -249,6 +252,10 @@ class Engine(Protocol):
     def export_rootfs(self, ref: str) -> AbstractContextManager[Iterator[bytes]]:
         """The image's flattened root filesystem as a tar stream (a container made for it,
         never started, removed afterwards)."""
+        ...
+
+    def save(self, ref: str, out: IO[bytes]) -> None:
+        """Write `ref` as a docker-archive tarball (manifest.json, config, layer tars)."""
         ...
 
     def image_tags(self, repository: str) -> list[str]:

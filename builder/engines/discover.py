@@ -262,6 +262,21 @@ def discover(
     return Endpoint(choice.kind, found, choice.source, local, not answering, since, joined=True)
 
 
+def isolated_store(env: Mapping[str, str] | None = None) -> LocalPodman | None:
+    """The isolated store the podman CLI steps of a command (`trainimg base`) should use: the
+    one discovery leads to, configured; None when discovery leads to the host's own engine (or
+    to none: the podman CLI then reports that itself)."""
+    try:
+        choice = locate(EngineSearch("podman", env=env))
+    except EngineError:
+        return None
+    if choice.store is None:
+        return None
+    local = LocalPodman(choice.store)
+    local.configure()
+    return local
+
+
 @contextlib.contextmanager
 def engine_session(preference: str | None, url: str | None = None) -> Iterator[Engine]:
     """An engine for one command; afterwards it is closed, and an isolated podman service that

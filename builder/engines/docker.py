@@ -17,6 +17,7 @@ import requests
 from docker import errors as derr
 from docker.types import DeviceRequest, Ulimit
 
+from builder.credentials import Credentials
 from builder.engines.base import BUILD_TIMEOUT, BuildRequest, ContainerRun, EngineError
 from builder.engines.sdk import (
     CONTAINER_OPTIONS,
@@ -28,7 +29,6 @@ from builder.engines.sdk import (
     set_options,
     stream_errors,
 )
-from builder.registry.auth import Credentials
 
 API_VERSION = "1.41"
 # Every build: the body is our own context tarball, intermediate containers go even when a step

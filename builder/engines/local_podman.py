@@ -23,7 +23,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -311,3 +311,19 @@ def _terminate(pids: Sequence[int], timeout: float = 10) -> None:
         pids = [p for p in pids if Path(f"/proc/{p}").exists()]
         if not pids:
             return
+
+
+def podman_cli(local: LocalPodman | None) -> Callable[..., str]:
+    """A podman CLI runner: the isolated store's when given, else podman as configured here."""
+    if local is not None:
+        return local.podman
+
+    def run(*args: str, timeout: float = 600, check: bool = True) -> str:
+        if shutil.which("podman") is None:
+            raise EngineError("podman is not installed: run scripts/setup.sh")
+        proc = subprocess.run(["podman", *args], capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise EngineError(f"podman {' '.join(args[:3])} failed: {proc.stderr.strip()[-2000:]}")
+        return proc.stdout
+
+    return run

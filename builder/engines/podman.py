@@ -17,6 +17,7 @@ from typing import IO, Any, ClassVar
 import podman
 from podman import errors as perr
 
+from builder.credentials import Credentials
 from builder.engines.base import BuildRequest, ContainerRun, EngineError
 from builder.engines.sdk import (
     JsonItems,
@@ -26,7 +27,6 @@ from builder.engines.sdk import (
     set_options,
     stream_errors,
 )
-from builder.registry.auth import Credentials
 
 OCI = "application/vnd.oci.image.manifest.v1+json"
 TAR = {"Content-Type": "application/x-tar"}
@@ -79,6 +79,8 @@ class PodmanEngine(SdkEngine):
             query["labels"] = json.dumps([f"{k}={v}" for k, v in sorted(request.labels.items())])
         if request.network:
             query["networkmode"] = request.network
+        if request.timestamp is not None:
+            query["timestamp"] = str(request.timestamp)
         with self._posted("/build", query, data=body, headers=TAR) as response:
             response.raise_for_status()
             yield json_lines(response)

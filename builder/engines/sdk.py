@@ -26,6 +26,7 @@ from typing import IO, Any, ClassVar
 
 import requests
 
+from builder.credentials import Credentials
 from builder.engines.base import (
     API_TIMEOUT,
     BUILD_TIMEOUT,
@@ -41,7 +42,6 @@ from builder.engines.base import (
     normalize_id,
 )
 from builder.engines.build_log import BuildLog
-from builder.registry.auth import Credentials
 
 # A build never pulls a `localhost/...` base (there is no registry behind it); `podman run`
 # of a missing one would try https://localhost/v2. Both say which image is missing instead.
@@ -342,6 +342,12 @@ class SdkEngine:
         with self._api(f"history of {ref}"):
             entries = self._client.images.get(ref).history()
         return [str(e.get("CreatedBy") or e.get("createdBy") or "") for e in entries]
+
+    def save(self, ref: str, out: IO[bytes]) -> None:
+        """Write `ref` as a docker-archive tarball (manifest.json, config, layer tars) to `out`."""
+        with self._api(f"save {ref}"):
+            for chunk in self._client.images.get(ref).save():
+                out.write(chunk)
 
     def image_tags(self, repository: str) -> list[str]:
         with self._api(f"list images of {repository}"):

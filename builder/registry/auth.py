@@ -1,9 +1,12 @@
 """Registry credentials from the engines' usual files; never printed, logged or recorded.
 
-Looked up in this order (the first file that names the registry wins):
+Looked up in podman's order (containers-auth.json(5)), the first file that names the registry
+winning, so that after `podman login` trainimg never asks to log in again:
   1. $REGISTRY_AUTH_FILE                      (podman, skopeo, buildah)
-  2. ${XDG_RUNTIME_DIR}/containers/auth.json  (podman login)
-  3. $DOCKER_CONFIG/config.json or ~/.docker/config.json  (docker login)
+  2. podman login's file: ${XDG_RUNTIME_DIR}/containers/auth.json, or, where XDG_RUNTIME_DIR
+     is unset (root without a login session), /run/containers/<uid>/auth.json
+  3. ${XDG_CONFIG_HOME:-~/.config}/containers/auth.json
+  4. $DOCKER_CONFIG/config.json or ~/.docker/config.json  (docker login)
 Each holds {"auths": {"HOST[:PORT]": {"auth": base64("user:password")}}}. Credential helpers
 (credsStore, credHelpers) are not run: trainimg says so instead of guessing.
 """
@@ -16,25 +19,14 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from builder.credentials import Credentials
 from builder.errors import TrainimgError
 
 
 class CredentialsError(TrainimgError):
     pass
-
-
-@dataclass(frozen=True)
-class Credentials:
-    registry: str  # HOST[:PORT]
-    username: str
-    password: str = field(repr=False)
-    source: str = ""  # the file they came from, for messages
-
-    def __str__(self) -> str:
-        return f"{self.username}@{self.registry} (from {self.source})"
 
 
 def auth_files(env: Mapping[str, str] | None = None) -> list[Path]:
@@ -44,6 +36,11 @@ def auth_files(env: Mapping[str, str] | None = None) -> list[Path]:
         files.append(Path(env["REGISTRY_AUTH_FILE"]))
     if env.get("XDG_RUNTIME_DIR"):
         files.append(Path(env["XDG_RUNTIME_DIR"]) / "containers" / "auth.json")
+    else:
+        files.append(Path(f"/run/containers/{os.getuid()}/auth.json"))
+    home = Path(env.get("HOME", "~")).expanduser()
+    config = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else home / ".config"
+    files.append(config / "containers" / "auth.json")
     docker_dir = env.get("DOCKER_CONFIG") or str(
         Path(env.get("HOME", "~")).expanduser() / ".docker"
     )

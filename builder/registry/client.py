@@ -10,12 +10,14 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import requests
 
+from builder.credentials import Credentials
 from builder.errors import TrainimgError
-from builder.registry.auth import Credentials
+from builder.registry import certs
 from builder.registry.reference import Reference, is_insecure
 
 MANIFEST_TYPES = ", ".join(
@@ -48,15 +50,24 @@ class RegistryClient:
         self._insecure = is_insecure(registry) if insecure is None else insecure
         self._timeout = timeout
         self._session = requests.Session()
+        tls = certs.lookup_tls(registry)
+        self._bundle = certs.verify_bundle(tls)
+        self._session.verify = self._bundle
+        if tls.client is not None:
+            self._session.cert = (str(tls.client[0]), str(tls.client[1]))
         self._scheme: str | None = None
         self._token: str | None = None
 
     def close(self) -> None:
         self._session.close()
+        if isinstance(self._bundle, str):
+            Path(self._bundle).unlink(missing_ok=True)
 
     # --- transport -------------------------------------------------------------------------
 
-    def _send(self, method: str, path: str, headers: Mapping[str, str]) -> requests.Response:
+    def _send(
+        self, method: str, path: str, headers: Mapping[str, str], data: bytes | None = None
+    ) -> requests.Response:
         schemes = (
             [self._scheme] if self._scheme else ["https", "http"][: 2 if self._insecure else 1]
         )
@@ -67,6 +78,7 @@ class RegistryClient:
                     method,
                     f"{scheme}://{self.registry}{path}",
                     headers=dict(headers),
+                    data=data,
                     timeout=self._timeout,
                 )
             except requests.exceptions.SSLError as exc:
@@ -78,18 +90,23 @@ class RegistryClient:
             self._scheme = scheme
             return response
         hint = (
-            "is it running, and is the CA that signed its certificate trusted "
-            "($REQUESTS_CA_BUNDLE)?"
+            "is it running, and is the CA that signed its certificate trusted (its ca.crt in "
+            f"/etc/containers/certs.d/{self.registry}/, as podman reads it, or "
+            "$REQUESTS_CA_BUNDLE)?"
         )
         raise RegistryError(f"registry {self.registry} is unreachable ({_short(last)}); {hint}")
 
     def _request(
-        self, method: str, path: str, headers: Mapping[str, str] | None = None
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str] | None = None,
+        data: bytes | None = None,
     ) -> requests.Response:
         base = dict(headers or {})
         if self._token:
             base["Authorization"] = f"Bearer {self._token}"
-        response = self._send(method, path, base)
+        response = self._send(method, path, base, data)
         if response.status_code != 401:
             return response
         challenge = response.headers.get("WWW-Authenticate", "")
@@ -101,12 +118,13 @@ class RegistryClient:
         if challenge.lower().startswith("bearer"):
             self._token = self._fetch_token(dict(_CHALLENGE.findall(challenge)))
             base["Authorization"] = f"Bearer {self._token}"
-            response = self._send(method, path, base)
+            response = self._send(method, path, base, data)
         else:
             response = self._session.request(
                 method,
                 f"{self._scheme}://{self.registry}{path}",
                 headers=base,
+                data=data,
                 auth=(self._creds.username, self._creds.password),
                 timeout=self._timeout,
             )
@@ -170,6 +188,40 @@ class RegistryClient:
                 f"registry {self.registry}: {ref} resolves to {digest}, not the digest asked for"
             )
         return digest
+
+    def put_blob(self, repository: str, data: bytes) -> str:
+        """Upload `data` as a blob of `repository` (monolithic); its digest."""
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        start = self._request("POST", f"/v2/{repository}/blobs/uploads/")
+        _check(start, f"registry {self.registry}: upload to {repository}")
+        location = start.headers.get("Location", "")
+        path = location.split(self.registry, 1)[-1] if "://" in location else location
+        sep = "&" if "?" in path else "?"
+        put = self._request(
+            "PUT",
+            f"{path}{sep}digest={digest}",
+            {"Content-Type": "application/octet-stream"},
+            data,
+        )
+        _check(put, f"registry {self.registry}: upload to {repository}")
+        return digest
+
+    def put_manifest(self, repository: str, tag: str, body: bytes, media_type: str) -> str:
+        """PUT a manifest under `tag`; the digest the registry reports for it."""
+        response = self._request(
+            "PUT", f"/v2/{repository}/manifests/{tag}", {"Content-Type": media_type}, body
+        )
+        _check(response, f"registry {self.registry}: manifest {repository}:{tag}")
+        return response.headers.get("Docker-Content-Digest") or (
+            "sha256:" + hashlib.sha256(body).hexdigest()
+        )
+
+    def get_manifest(self, ref: Reference) -> tuple[bytes, str]:
+        """The manifest `ref` names, as the registry serves it: (bytes, media type)."""
+        path = f"/v2/{ref.repository}/manifests/{ref.reference}"
+        response = self._request("GET", path, {"Accept": MANIFEST_TYPES})
+        _check(response, f"registry {self.registry}: {ref}")
+        return response.content, response.headers.get("Content-Type", "")
 
     def tags(self, repository: str) -> list[str]:
         response = self._request("GET", f"/v2/{repository}/tags/list")

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from builder import lock as lockfile
 from builder.engines.base import Engine
 from builder.errors import TrainimgError
 from builder.judgement.registry import Registered, registered
@@ -91,6 +92,25 @@ def cli_environment(engine: Engine) -> Iterator[None]:
                 os.environ["DOCKER_HOST"] = old
 
 
+def supply_context(
+    image_id: str,
+    workspace: Workspace | None,
+    lock_path: Path | None = None,
+    sbom_path: Path | None = None,
+) -> dict[str, Any]:
+    """What the supply_chain check compares: the lock record naming `image_id` (and an SBOM)."""
+    if lock_path is None and workspace is not None:
+        lock_path = workspace.root / lockfile.DEFAULT_PATH
+    sbom = json.loads(sbom_path.read_text(encoding="utf-8")) if sbom_path else None
+    if lock_path is None or not lock_path.is_file():
+        return {"record": None, "sbom": sbom, "reason": "no lock file (images/lock.json) here"}
+    found = [r for r in lockfile.read(lock_path).values() if r.image_id == image_id]
+    if not found:
+        reason = f"no record of {lock_path} names image {image_id[:19]} (built elsewhere?)"
+        return {"record": None, "sbom": sbom, "reason": reason}
+    return {"record": found[0].to_json(), "sbom": sbom, "lock": str(lock_path)}
+
+
 def verify(
     engine: Engine,
     image: str,
@@ -101,6 +121,7 @@ def verify(
     junitxml: str | None = None,
     roots: Sequence[str] = IMAGE_ROOTS,
     only: str | None = None,
+    supply: dict[str, Any] | None = None,
 ) -> Report:
     """Run every check against `image`; raises KeyboardInterrupt after cleanup on Ctrl-C."""
     info = engine.inspect_image(image)
@@ -129,6 +150,7 @@ def verify(
             "expect": expect,
             "train": {"steps": steps},
             "scan_roots": list(roots),
+            "supply": supply_context(info.id, workspace) if supply is None else supply,
         }
         code, checks = run_suite(ctx, junitxml, only)
     if code == pytest.ExitCode.INTERRUPTED:

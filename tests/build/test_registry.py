@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from builder.credentials import Credentials
 from builder.engines.base import EngineError
 from builder.engines.podman import PodmanEngine
 from builder.registry import auth
@@ -33,9 +34,7 @@ def podman_engine(podman_service: str) -> Iterator[PodmanEngine]:
         engine.close()
 
 
-def push_base(
-    engine: PodmanEngine, base: str, reg: Registry, creds: auth.Credentials | None
-) -> str:
+def push_base(engine: PodmanEngine, base: str, reg: Registry, creds: Credentials | None) -> str:
     ref = f"{reg.host}/{BASE_REPO}:bookworm"
     engine.tag(base, ref)
     try:
@@ -76,7 +75,7 @@ def test_push_and_resolve_with_auth_and_tls(
     finally:
         client.close()
 
-    wrong = auth.Credentials(reg.host, "tester", "not-" + password, "test")
+    wrong = Credentials(reg.host, "tester", "not-" + password, "test")
     bad = RegistryClient(reg.host, wrong, insecure=False)
     with pytest.raises(RegistryError, match=rf"registry {reg.host} refused .*tester") as err:
         bad.ping()

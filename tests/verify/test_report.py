@@ -48,6 +48,7 @@ CHECKS = [
     "nvidia_environment",
     "labels",
     "default_user_not_root",
+    "supply_chain",
 ]
 
 

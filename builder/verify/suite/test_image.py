@@ -46,8 +46,10 @@ from builder.labels import (
     TRAINER_VERSION_LABEL,
 )
 from builder.nvidia_require.syntax import parse_require
+from builder.sbom.agree import disagreements
 from builder.verify.host_compat import compat_claim_problem, verdict_here
 from builder.verify.scan import parse_output, reader_argv
+from builder.verify.suite.conftest import run_json
 
 TRAIN_TIMEOUT = 900  # seconds per preset; coreutils `timeout` inside the container
 Detail = Callable[[str], None]
@@ -587,3 +589,30 @@ def test_default_user_not_root(facts: dict[str, Any], ctx: dict[str, Any], detai
     if facts.get("uid") == 0:
         fail(f"the image says USER {user}, but commands run as uid 0 inside")
     detail(f"USER {user}; runs as uid {facts.get('uid')} ({facts.get('user')})")
+
+
+DISTRIBUTIONS = (
+    "import importlib.metadata as md, json; "
+    "print(json.dumps({d.metadata['Name']: d.version for d in md.distributions()}))"
+)
+
+
+@check(
+    "supply_chain",
+    "verify",
+    summary="labels, lock record, SBOM and the installed wheels agree",
+)
+def test_supply_chain(host: Any, python: str, ctx: dict[str, Any], detail: Detail) -> None:
+    supply = ctx.get("supply") or {}
+    record = supply.get("record")
+    if record is None:
+        pytest.skip(supply.get("reason") or "no lock record names this image")
+    installed = run_json(host, f"{python} -c %s", DISTRIBUTIONS)
+    problems = disagreements(ctx["image"]["id"], labels(ctx), record, installed, supply.get("sbom"))
+    if problems:
+        fail(f"{len(problems)} disagreement(s): " + "; ".join(problems[:5]))
+    what = "labels, lock record and installed wheels"
+    detail(
+        f"{what}{' and the SBOM' if supply.get('sbom') else ''} agree ({len(installed)} "
+        f"distributions, lock {supply.get('lock')})"
+    )

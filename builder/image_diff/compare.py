@@ -1,0 +1,111 @@
+"""Where two images differ (pure): their configuration (labels, environment, user, entrypoint,
+command, creation time, history), their layer lists by diff id, and within each pair of layers
+that differ, the paths added, removed or changed, with what changed (content, mode, owner,
+mtime, link). The text says the first place a rebuild stopped being identical."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from builder.image_diff.archive import Entry
+
+CONFIG_KEYS = ("User", "Env", "Entrypoint", "Cmd", "WorkingDir", "ExposedPorts", "Volumes",
+               "StopSignal")  # fmt: skip
+
+
+@dataclass
+class ImageDiff:
+    config: list[str] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    layers: list[str] = field(default_factory=list)
+    differing_layers: list[int] = field(default_factory=list)
+    files: dict[int, list[str]] = field(default_factory=dict)
+
+    @property
+    def same(self) -> bool:
+        return not (self.config or self.labels or self.layers)
+
+    def text(self, max_files: int = 20) -> str:
+        if self.same:
+            return "the images have the same configuration and layers"
+        out = []
+        if self.labels:
+            out += ["labels:", *(f"  {x}" for x in self.labels)]
+        if self.config:
+            out += ["configuration:", *(f"  {x}" for x in self.config)]
+        if self.layers:
+            out += ["layers:", *(f"  {x}" for x in self.layers)]
+        for index, lines in sorted(self.files.items()):
+            out.append(f"files of layer {index + 1}: {len(lines)} differ")
+            out += [f"  {x}" for x in lines[:max_files]]
+            if len(lines) > max_files:
+                out.append(f"  ... and {len(lines) - max_files} more")
+        return "\n".join(out)
+
+
+def _labels(config: Mapping[str, Any]) -> dict[str, str]:
+    return dict((config.get("config") or {}).get("Labels") or {})
+
+
+def compare_config(a: Mapping[str, Any], b: Mapping[str, Any], diff: ImageDiff) -> None:
+    la, lb = _labels(a), _labels(b)
+    for key in sorted(la.keys() | lb.keys()):
+        if la.get(key) != lb.get(key):
+            diff.labels.append(f"{key}: {la.get(key)!r} -> {lb.get(key)!r}")
+    ca, cb = a.get("config") or {}, b.get("config") or {}
+    for key in CONFIG_KEYS:
+        if ca.get(key) != cb.get(key):
+            diff.config.append(f"{key}: {ca.get(key)!r} -> {cb.get(key)!r}")
+    if a.get("created") != b.get("created"):
+        diff.config.append(f"created: {a.get('created')} -> {b.get('created')}")
+    ha = [h.get("created_by", "") for h in a.get("history") or ()]
+    hb = [h.get("created_by", "") for h in b.get("history") or ()]
+    if ha != hb:
+        diff.config.append(f"history: {len(ha)} steps -> {len(hb)} steps, and they differ")
+    elif [h.get("created") for h in a.get("history") or ()] != [
+        h.get("created") for h in b.get("history") or ()
+    ]:
+        diff.config.append("history: the same steps, made at other times")
+
+
+def compare_layers(a: tuple[str, ...], b: tuple[str, ...], diff: ImageDiff) -> None:
+    for i in range(max(len(a), len(b))):
+        da = a[i] if i < len(a) else None
+        db = b[i] if i < len(b) else None
+        if da != db:
+            diff.differing_layers.append(i)
+            diff.layers.append(f"layer {i + 1}: {str(da)[:19]}… -> {str(db)[:19]}…")
+    if diff.layers and len(a) == len(b):
+        same = len(a) - len(diff.layers)
+        diff.layers.insert(0, f"{same} of {len(a)} layers the same")
+
+
+def _what_changed(x: Entry, y: Entry) -> str:
+    parts = []
+    if x.kind != y.kind:
+        parts.append(f"{x.kind} -> {y.kind}")
+    if x.sha256 != y.sha256 or x.size != y.size:
+        parts.append(f"content {x.sha256[:12]} ({x.size} B) -> {y.sha256[:12]} ({y.size} B)")
+    if x.mode != y.mode:
+        parts.append(f"mode {x.mode:o} -> {y.mode:o}")
+    if (x.uid, x.gid) != (y.uid, y.gid):
+        parts.append(f"owner {x.uid}:{x.gid} -> {y.uid}:{y.gid}")
+    if x.mtime != y.mtime:
+        parts.append(f"mtime {x.mtime} -> {y.mtime}")
+    if x.link != y.link:
+        parts.append(f"link {x.link} -> {y.link}")
+    return ", ".join(parts)
+
+
+def compare_files(a: Mapping[str, Entry], b: Mapping[str, Entry]) -> list[str]:
+    out = []
+    for path in sorted(a.keys() | b.keys()):
+        if path not in b:
+            out.append(f"- {path}")
+        elif path not in a:
+            out.append(f"+ {path}")
+        elif a[path] != b[path]:
+            out.append(f"~ {path}: {_what_changed(a[path], b[path])}")
+    return out
