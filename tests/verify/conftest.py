@@ -32,6 +32,10 @@ CU128_WHEELHOUSE = TEST_CACHE / "wheelhouse-cu128"  # tests/conftest.py cu128_wh
 TORCH_SPEC = "torch==2.9.1"  # a cu128 build on PyPI (builder/facts/torch_builds.py)
 CURAND_SPEC = "nvidia-curand-cu12==10.3.9.90"  # the cuRAND torch 2.9.1 pins; 64 MB
 CUOBJDUMP_SPEC = "nvidia-cuda-cuobjdump==13.2.51"  # NVIDIA's lister, 0.3 MB
+# The NCCL and NVSHMEM torch 2.9.1 pins (its wheel METADATA): both keep their device link's
+# relocatable inputs (__nv_relfatbin) ahead of the .nv_fatbin the runtime loads. 322 + 125 MB.
+NCCL_SPEC = "nvidia-nccl-cu12==2.27.5"
+NVSHMEM_SPEC = "nvidia-nvshmem-cu12==3.3.20"
 PLATFORM = ["--python-version", "3.11", "--only-binary=:all:"]
 PLATFORMS = [
     "manylinux_2_28_x86_64",
@@ -132,6 +136,24 @@ def libcurand() -> Path:
     lib = root / "nvidia" / "curand" / "lib" / "libcurand.so.10"
     if not lib.exists():
         extract(fetch_wheel(CURAND_SPEC), "nvidia/curand/lib/", root)
+    return lib
+
+
+@pytest.fixture(scope="session")
+def libnccl() -> Path:
+    root = CACHE / "nccl-2.27.5"
+    lib = root / "nvidia" / "nccl" / "lib" / "libnccl.so.2"
+    if not lib.exists():
+        extract(fetch_wheel(NCCL_SPEC), "nvidia/nccl/lib/libnccl", root)
+    return lib
+
+
+@pytest.fixture(scope="session")
+def libnvshmem_host() -> Path:
+    root = CACHE / "nvshmem-3.3.20"
+    lib = root / "nvidia" / "nvshmem" / "lib" / "libnvshmem_host.so.3"
+    if not lib.exists():
+        extract(fetch_wheel(NVSHMEM_SPEC), "nvidia/nvshmem/lib/libnvshmem_host", root)
     return lib
 
 
