@@ -14,6 +14,7 @@ built again (its `<repo>:<cell>` tag and record are brought in line if needed).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import queue
 import threading
@@ -114,15 +115,9 @@ class Builder:
             self.ui.event(name, f"building {plan.cell_tag} (content hash {plan.content_hash})")
             tarball = plan.context.tarball(self.work_dir)
             try:
-                request = BuildRequest(
-                    tarball,
-                    buildargs=plan.buildargs,
-                    labels=plan.labels,
-                    network=plan.network,
-                    pull=plan.pull,
-                    nocache=self.opts.nocache,
+                result = engine.build(
+                    self._image_request(engine, plan, tarball, on_log), on_log=on_log
                 )
-                result = engine.build(request, on_log=on_log)
             finally:
                 tarball.unlink(missing_ok=True)
             self.journal.tag(engine, name, result.image_id, plan.hash_tag)
@@ -151,6 +146,40 @@ class Builder:
         except BaseException:
             self.journal.rollback(engine, name)
             raise
+
+    def _image_request(
+        self, engine: Engine, plan: BuildPlan, tarball: Path, on_log: Callable[[str], None]
+    ) -> BuildRequest:
+        """The request that builds the image; first, for a cell whose os stage installs
+        packages, that stage alone with its network. The image build then takes the stage from
+        the layer cache and runs every other stage with `plan.network` (none)."""
+        image = BuildRequest(
+            tarball,
+            buildargs=plan.buildargs,
+            labels=plan.labels,
+            network=plan.network,
+            pull=plan.pull,
+            nocache=self.opts.nocache,
+        )
+        if plan.network_stage is None:
+            return image
+        net = plan.stage_network or "the engine's default network"
+        if self.opts.nocache:
+            # A cache-less image build would run the os stage again, without a network: the
+            # whole build gets the stage's network instead (pip still installs --no-index).
+            self.ui.event(plan.cell.name, f"--no-cache: every stage builds with {net}")
+            return dataclasses.replace(image, network=plan.stage_network)
+        self.ui.event(plan.cell.name, f"{plan.network_stage} stage: OS packages, with {net}")
+        stage = dataclasses.replace(
+            image, labels={}, network=plan.stage_network, target=plan.network_stage
+        )
+        engine.build(stage, on_log=on_log)
+        self.ui.event(
+            plan.cell.name,
+            f"image: every other stage with --network {plan.network} "
+            f"(the {plan.network_stage} stage from the layer cache)",
+        )
+        return image
 
     def _up_to_date(self, engine: Engine, plan: BuildPlan, start: float) -> Outcome:
         name = plan.cell.name

@@ -19,7 +19,7 @@ from builder.labels import BUILD_HASH_LABEL, TRAINER_VERSION_LABEL
 from builder.matrix.model import Cell
 from builder.registry.auth import refuse_credentials_in_buildargs
 from builder.registry.pull import pull_base
-from builder.render import render_all
+from builder.render import OS_STAGE, os_install, render_all
 from builder.trainer_version import trainer_version
 from builder.wheelhouse import Selection, select
 from builder.workspace import Workspace
@@ -29,7 +29,9 @@ from builder.workspace import Workspace
 class BuildOptions:
     repository: str | None = None  # default: project.repository
     wheelhouse: Path | None = None
-    network: str | None = None  # default: "none" (every wheel comes from the wheelhouse)
+    # The network of the stage that installs OS packages (None: the engine's default); every
+    # other stage builds with none. "none" here is refused for a cell whose os stage downloads.
+    network: str | None = None
     pull: bool = False
     buildargs: Mapping[str, str] = field(default_factory=dict)
     nocache: bool = False
@@ -46,7 +48,12 @@ class BuildPlan:
     context: BuildContext
     buildargs: Mapping[str, str]
     labels: Mapping[str, str]
-    network: str | None
+    network: str | None  # the image build's network: "none" unless the user chose one
+    # A cell whose os stage installs packages is built in two steps: that stage alone, with
+    # `stage_network` (None: the engine's default network), then the whole image with
+    # `network` ("none"), which takes the os stage from the layer cache the first step filled.
+    network_stage: str | None
+    stage_network: str | None
     pull: bool
     cell_tag: str
     hash_tag: str
@@ -96,6 +103,26 @@ def _base(engine: Engine, cell: Cell, pull: bool) -> tuple[ImageInfo | None, boo
     return engine.inspect_image(ref), False
 
 
+def _networks(cell: Cell, chosen: str | None) -> tuple[str, str | None, str | None]:
+    """(the image build's network, the stage built first with a network, that network).
+
+    Wheels come from the wheelhouse, so the stages that install them never get a network. A
+    cell whose os stage installs packages (dnf from the OS and NVIDIA repositories) needs one
+    there: that stage is built first with `chosen` (default: the engine's own network)."""
+    if not os_install(cell).downloads:
+        return chosen or "none", None, None
+    if chosen == "none":
+        raise TrainimgError(
+            f"cell {cell.name} installs OS packages in its {OS_STAGE} stage (dnf, from its "
+            "repositories): that stage needs a network, so --network none cannot build it. "
+            "Leave --network out (the engine's default network, for that stage only: the "
+            "wheel stages always build with none), or name one that reaches your mirror "
+            "(--network host for a mirror on this host; see docs/build.md, 'Networks and "
+            "mirrors')"
+        )
+    return "none", OS_STAGE, chosen
+
+
 def plan_cells(
     ws: Workspace, cells: Sequence[Cell], engine: Engine, opts: BuildOptions
 ) -> list[BuildPlan]:
@@ -107,7 +134,6 @@ def plan_cells(
     texts = _check_drift(ws, cells)
     buildargs = dict(opts.buildargs)
     refuse_credentials_in_buildargs(buildargs)
-    network = opts.network or "none"  # wheels come from the wheelhouse; nothing is downloaded
     if opts.wheelhouse is None:
         raise TrainimgError(
             "builds install Python packages only from a hash-locked wheelhouse: fill one with "
@@ -117,6 +143,7 @@ def plan_cells(
     # Every cell's closure and hashes first: a bad wheelhouse stops before the engine is asked.
     selections = {cell.name: select(opts.wheelhouse, cell, project) for cell in cells}
     plans = []
+    networks = {cell.name: _networks(cell, opts.network) for cell in cells}
     for cell in cells:
         base, pull = _base(engine, cell, opts.pull)
         selection = selections[cell.name]
@@ -136,7 +163,9 @@ def plan_cells(
                 context=ctx,
                 buildargs=buildargs,
                 labels=labels,
-                network=network,
+                network=networks[cell.name][0],
+                network_stage=networks[cell.name][1],
+                stage_network=networks[cell.name][2],
                 pull=pull,
                 cell_tag=f"{repo}:{cell.name}",
                 hash_tag=f"{repo}:{ctx.content_hash}",

@@ -29,9 +29,10 @@ from builder.labels import (
     env,
     torchao_version,
 )
-from builder.matrix.model import Cell, Pin, Project
+from builder.matrix.model import Cell, CudaRepo, Pin, Project
 
 TEMPLATE_DIR = Path("images") / "templates"  # base.Containerfile.j2 and one per OS family
+OS_STAGE = "os"  # the base template's first stage: the base image and its OS packages
 OUTPUT_NAME = "Containerfile"
 HEADER = "# Rendered by trainimg"
 
@@ -74,13 +75,23 @@ def environment(root: Path) -> jinja2.Environment:
     return env_
 
 
-def template_vars(cell: Cell, project: Project) -> dict[str, Any]:
-    """Every variable a template may use, derived from the cell and the facts."""
-    ao = torchao_version(cell)
-    requirements = [f"torch=={torch_builds.pip_pin(cell.torch)}"]
-    if ao:
-        requirements.append(f"torchao=={ao}")
-    requirements += sorted(f"{p.name}=={p.version}" for p in cell.python_packages)
+@dataclass(frozen=True)
+class OsInstall:
+    """What the os stage installs from package repositories: OS packages (and the compiler),
+    NVIDIA's CUDA repository with its packages, and the devel flavour's toolchain."""
+
+    os_pins: tuple[Pin, ...]
+    gcc_pins: tuple[Pin, ...]
+    cuda_repo: CudaRepo | None
+    devel_pins: tuple[Pin, ...]
+
+    @property
+    def downloads(self) -> bool:
+        """Whether the os stage's RUNs fetch packages, so need a network (or a mirror)."""
+        return bool(self.os_pins or self.cuda_repo or self.devel_pins)
+
+
+def os_install(cell: Cell) -> OsInstall:
     py = cell.os.python.get(cell.python)
     os_pins = [py] if py is not None and (py.version or cell.os.family == "el9") else []
     os_pins += list(cell.os.packages)
@@ -89,6 +100,19 @@ def template_vars(cell: Cell, project: Project) -> dict[str, Any]:
     if cell.flavour == "devel":
         devel += cell.os.devel_packages
         devel += repo.devel if repo else ()
+    gcc = cell.os.gcc.get(cell.gcc, ()) if cell.os.family == "el9" else ()
+    return OsInstall(tuple(os_pins), tuple(gcc), repo, tuple(devel))
+
+
+def template_vars(cell: Cell, project: Project) -> dict[str, Any]:
+    """Every variable a template may use, derived from the cell and the facts."""
+    ao = torchao_version(cell)
+    requirements = [f"torch=={torch_builds.pip_pin(cell.torch)}"]
+    if ao:
+        requirements.append(f"torchao=={ao}")
+    requirements += sorted(f"{p.name}=={p.version}" for p in cell.python_packages)
+    install = os_install(cell)
+    os_pins, repo, devel = list(install.os_pins), install.cuda_repo, list(install.devel_pins)
     labels_ = cell_labels(cell, project)
     labels_[CELL_HASH_LABEL] = cell.content_hash
     return {
@@ -96,6 +120,7 @@ def template_vars(cell: Cell, project: Project) -> dict[str, Any]:
         "cell": cell,
         "content_hash": cell.content_hash,
         "base_ref": cell.os.base_ref,
+        "os_stage": OS_STAGE,
         "pinned": bool(cell.os.digest),  # a digest only: a local base is not pinned
         "os_pins": os_pins,
         "cuda_repo": repo,

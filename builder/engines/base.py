@@ -66,6 +66,7 @@ class BuildRequest:
     network: str | None = None
     pull: bool = False
     nocache: bool = False
+    target: str | None = None  # build only up to this stage (its name in the Containerfile)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tags", tuple(self.tags))

@@ -68,6 +68,7 @@ class DockerEngine(SdkEngine):
             buildargs=request.buildargs,
             labels=request.labels,
             network_mode=request.network,
+            target=request.target,
             pull=request.pull,
             nocache=request.nocache,
         )

@@ -69,6 +69,8 @@ class PodmanEngine(SdkEngine):
             query["labels"] = json.dumps([f"{k}={v}" for k, v in sorted(request.labels.items())])
         if request.network:
             query["networkmode"] = request.network
+        if request.target:
+            query["target"] = request.target
         with self._posted("/build", query, data=body, headers=TAR) as response:
             response.raise_for_status()
             yield json_lines(response)
