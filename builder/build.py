@@ -226,9 +226,11 @@ class Builder:
             threading.Thread(target=worker, daemon=True, name=f"build-{i}")
             for i in range(min(self.opts.jobs, len(plans)))
         ]
-        for t in threads:
-            t.start()
         try:
+            # Ctrl-C may come while the later workers are still starting (the first one's
+            # build already running): the rollback covers that moment too.
+            for t in threads:
+                t.start()
             while any(t.is_alive() for t in threads):
                 for t in threads:
                     t.join(0.2)

@@ -16,6 +16,8 @@ from builder.build_context import BuildContext, assemble
 from builder.engines.base import Engine, ImageInfo
 from builder.errors import TrainimgError
 from builder.labels import BUILD_HASH_LABEL, TRAINER_VERSION_LABEL
+from builder.matrix.expand import expand
+from builder.matrix.mirrors import with_mirrors_file
 from builder.matrix.model import Cell
 from builder.registry.auth import refuse_credentials_in_buildargs
 from builder.registry.pull import pull_base
@@ -40,6 +42,9 @@ class BuildOptions:
     trainer_dir: Path | None = None  # default: <root>/trainer
     lock_path: Path | None = None  # default: <root>/images/lock.json
     work_dir: Path | None = None  # context tarballs; default: <root>/.cache/build
+    # A mirrors file (matrix.yaml's `mirrors:` schema) laid over the matrix's own for this
+    # build: the Containerfiles are rendered with it (the committed ones without it).
+    mirrors: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,17 @@ def _check_drift(ws: Workspace, cells: Sequence[Cell]) -> dict[str, str]:
             )
         texts[rel.parent.name] = text
     return texts
+
+
+def _with_mirrors(
+    ws: Workspace, cells: Sequence[Cell], path: Path
+) -> tuple[list[Cell], dict[str, str]]:
+    """The cells as `path`'s mirrors change them, and their Containerfiles rendered so (the
+    committed ones were checked for drift without them)."""
+    expansion = expand(with_mirrors_file(ws.matrix, path))
+    mirrored = [expansion.find(cell.name) or cell for cell in cells]
+    outputs = render_all(ws.root, tuple(mirrored), ws.matrix.project)
+    return mirrored, {rel.parent.name: text for rel, text in outputs.items()}
 
 
 def _base(engine: Engine, cell: Cell, pull: bool) -> tuple[ImageInfo | None, bool]:
@@ -132,6 +148,8 @@ def plan_cells(
     trainer_dir = opts.trainer_dir or ws.root / "trainer"
     version = trainer_version(trainer_dir)
     texts = _check_drift(ws, cells)
+    if opts.mirrors is not None:
+        cells, texts = _with_mirrors(ws, cells, opts.mirrors)
     buildargs = dict(opts.buildargs)
     refuse_credentials_in_buildargs(buildargs)
     if opts.wheelhouse is None:

@@ -22,8 +22,11 @@ from builder.facts import cuda as cuda_rules
 from builder.facts import torch_builds
 from builder.labels import (
     CELL_HASH_LABEL,
+    NVIDIA_INJECTED,
     TRAINER_HOME,
+    USER_HOME,
     USER_ID,
+    USER_NAME,
     VENV,
     cell_labels,
     env,
@@ -33,6 +36,9 @@ from builder.matrix.model import Cell, CudaRepo, Pin, Project
 
 TEMPLATE_DIR = Path("images") / "templates"  # base.Containerfile.j2 and one per OS family
 OS_STAGE = "os"  # the base template's first stage: the base image and its OS packages
+# Where the NVIDIA container toolkit looks for the forward-compatibility libcuda (its CDI hook
+# enable-cuda-compat: NVIDIA/nvidia-container-toolkit internal/discover/compat_libs.go).
+COMPAT_DIR = "/usr/local/cuda/compat"
 OUTPUT_NAME = "Containerfile"
 HEADER = "# Rendered by trainimg"
 
@@ -55,7 +61,9 @@ def _dq(value: object) -> str:
 
 
 def _rpm(pin: Pin) -> str:
-    return _q(f"{pin.name}-{pin.version}" if pin.version else pin.name)
+    """dnf's spec: name-VERSION or name-[EPOCH:]VERSION-RELEASE; a series pin installs by name
+    (the template checks the installed version against the series after)."""
+    return _q(f"{pin.name}-{pin.version}" if pin.version and not pin.series else pin.name)
 
 
 def _deb(pin: Pin) -> str:
@@ -121,7 +129,14 @@ def template_vars(cell: Cell, project: Project) -> dict[str, Any]:
         "content_hash": cell.content_hash,
         "base_ref": cell.os.base_ref,
         "os_stage": OS_STAGE,
-        "pinned": bool(cell.os.digest),  # a digest only: a local base is not pinned
+        "pinned": bool(cell.os.digest or cell.os.local),  # as io.trainimg.base.pinned says
+        "base_local": cell.os.local,
+        "os_mirror": cell.os.mirror,
+        "os_series": [p for p in (*os_pins, *install.gcc_pins) if p.series],
+        "devel_series": [p for p in devel if p.series],
+        "compat_dir": COMPAT_DIR
+        if repo and any(p.name.startswith("cuda-compat-") for p in repo.runtime)
+        else "",
         "os_pins": os_pins,
         "cuda_repo": repo,
         "devel_repos": list(cell.os.devel_repos) if cell.flavour == "devel" else [],
@@ -136,6 +151,9 @@ def template_vars(cell: Cell, project: Project) -> dict[str, Any]:
         "trim": wheel_groups.trim(cell),
         "test_trees": wheel_groups.TEST_TREES,
         "uid": USER_ID,
+        "user_name": USER_NAME,
+        "user_home": USER_HOME,
+        "nvidia_injected": NVIDIA_INJECTED if cell.cuda is not None else "",
         "env": env(cell),
         "labels": labels_,
         "trainer_home": TRAINER_HOME,
