@@ -7,11 +7,12 @@ cd "$(dirname "$0")/.."
 
 # tool -> Debian package. docker.io gives dockerd (the tests start a private Docker Engine),
 # docker-registry a local registry for push/pin tests, apache2-utils htpasswd, openssl a CA;
-# dnf, rpmbuild, createrepo_c (packages dnf, rpm, createrepo-c): tests/el9 resolves every EL9
-# package spec with dnf 4.14 / libdnf 0.69, the versions EL9 ships.
+# dnf, rpmbuild, createrepo_c (packages dnf, rpm, createrepo-c) and gpg (gnupg, which rpmsign
+# signs with): tests/el9's rehearsal builds signed stand-in RPMs and installs them with dnf 4.14 /
+# libdnf 0.69, the versions EL9 ships.
 declare -A apt_pkg=([podman]=podman [buildah]=buildah [runc]=runc [debootstrap]=debootstrap
     [/usr/sbin/dockerd]=docker.io [docker-registry]=docker-registry [htpasswd]=apache2-utils
-    [openssl]=openssl [dnf]=dnf [rpmbuild]=rpm [createrepo_c]=createrepo-c)
+    [openssl]=openssl [dnf]=dnf [rpmbuild]=rpm [createrepo_c]=createrepo-c [gpg]=gnupg)
 need_apt=()
 for tool in "${!apt_pkg[@]}"; do
     command -v "$tool" >/dev/null 2>&1 || need_apt+=("${apt_pkg[$tool]}")
