@@ -300,7 +300,8 @@ def test_verify_runs_the_same_checks_on_each_engine(
     report = tmp_path / "report.json"
     kind = "docker" if built.kind == "dockerd" else "podman"
     args = ["verify", "--matrix", str(REPO / "matrix.yaml"), "--engine", kind, "--url", url]
-    r = run_cli(*args, built.plan.cell_tag, "--json", str(report))
+    # train_any_uid (torch.compile twice more) is proven once, on the CPU image (tests/verify)
+    r = run_cli(*args, built.plan.cell_tag, "--json", str(report), "--only", "not train_any_uid")
     assert r.code == 0, r.out + r.err
     checks = json.loads(report.read_text())["checks"]
     passed = {c["name"] for c in checks if c["outcome"] == "passed"}

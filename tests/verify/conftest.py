@@ -215,6 +215,14 @@ BROKEN = {
         "> /opt/trainimg/trainer/__main__.py\n"
         "USER 1000:1000\n"
     ),
+    # the layout before images ran under any uid: home and /ckpt uid 1000's alone, no USER
+    # for getpass: train_any_uid must fail (before any training)
+    "uid-1000-only": (
+        "USER root\n"
+        "RUN chown 1000:1000 /ckpt /home/trainer && chmod 755 /ckpt /home/trainer\n"
+        'ENV USER="" LOGNAME=""\n'
+        "USER 1000:1000\n"
+    ),
 }
 
 

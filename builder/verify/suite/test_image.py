@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 import pytest
+import testinfra
 
 from builder import arches as coverage
 from builder.errors import TrainimgError
@@ -424,6 +425,88 @@ def test_train_compile(
     if headers.rc != 0:
         fail("torch.compile needs the Python headers (Python.h) in the image")
     _train(host, python, ctx, trainer_info, "bf16", detail, compile_=True)
+
+
+# OpenShift's restricted SCC: an arbitrary uid in group 0, with no passwd entry.
+ANY_UID = "12345:0"
+ANY_UID_CKPT = "/ckpt/trainimg-verify-any-uid"
+_WHO = (
+    "import getpass, os, pathlib; user = getpass.getuser(); home = pathlib.Path.home(); "
+    "probe = home / '.trainimg-any-uid'; probe.write_text('x'); probe.unlink(); "
+    "print(os.getuid(), os.getgid(), user, home)"
+)
+
+
+def _any_uid_host(ctx: dict[str, Any]) -> Any:
+    """The same container, commands run as ANY_UID (`podman|docker exec -u`)."""
+    return testinfra.get_host(f"{ctx['engine']}://{ANY_UID}@{ctx['container']}")
+
+
+ANY_UID_STEPS = 4  # two, a checkpoint, two more: the point is who runs them, not how many
+
+
+def _any_uid_train(
+    host: Any, python: str, device: str, tmp: str, name: str, extra: str
+) -> list[dict[str, Any]]:
+    steps = ANY_UID_STEPS
+    metrics = f"{tmp}/{name}.jsonl"
+    result = host.run(
+        f"cd /workspace && TMPDIR={tmp} timeout {TRAIN_TIMEOUT} {python} -m trainer train "
+        f"--preset bf16 --compile --model tiny --data synthetic --steps {steps} "
+        f"--ckpt-dir {ANY_UID_CKPT} --log-interval 1 --eval-interval 0 --device {device} "
+        f"--metrics-file {metrics} {extra}"
+    )
+    if result.rc != 0:
+        tail = (result.stderr.strip() or result.stdout.strip())[-800:]
+        fail(f"as uid {ANY_UID}, the trainer's {name} run failed (exit {result.rc}): {tail}")
+    text = host.run(f"cat {metrics}").stdout
+    return [json.loads(ln) for ln in text.splitlines() if ln.strip().startswith("{")]
+
+
+@check(
+    "train_any_uid",
+    "verify",
+    summary="as an arbitrary uid in group 0: --compile steps, a checkpoint, a resume",
+)
+def test_train_any_uid(
+    python: str, ctx: dict[str, Any], trainer_info: dict[str, Any], detail: Detail
+) -> None:
+    """OpenShift's restricted SCC runs an image as an arbitrary uid in group 0 with no passwd
+    entry: torch.compile must still find a user name and a cache (getpass reads USER, Triton
+    and Inductor write under HOME and /tmp), and /ckpt must take a checkpoint and give it back.
+    Inductor's cache goes to a temporary directory of the check's own, so what the checks
+    before it cached as uid 1000 in this container is not in its way."""
+    if ctx["engine"] not in ("podman", "docker"):
+        pytest.skip(f"not applicable: the {ctx['engine']} backend cannot run as another uid")
+    host = _any_uid_host(ctx)
+    who = host.run(f"{python} -c {shlex.quote(_WHO)}")
+    if who.rc != 0:
+        last = (who.stderr.strip().splitlines() or ["(no output)"])[-1]
+        fail(f"as uid {ANY_UID}, Python cannot name a user or write HOME: {last}")
+    uid, gid, user, home = who.stdout.split()
+    if (uid, gid) != tuple(ANY_UID.split(":")):
+        fail(f"exec as {ANY_UID} ran as {uid}:{gid}")
+    device = "cuda" if ctx["gpu"]["attached"] else "cpu"
+    tmp = host.run("mktemp -d").stdout.strip()
+    steps = ANY_UID_STEPS
+    try:
+        host.run(f"rm -rf {ANY_UID_CKPT}")
+        first = _any_uid_train(host, python, device, tmp, "first", f"--stop-at {steps // 2}")
+        owner = host.run(f"stat -c %u {ANY_UID_CKPT}/step_*").stdout.split()
+        second = _any_uid_train(host, python, device, tmp, "resumed", "--resume")
+    finally:
+        host.run(f"rm -rf {tmp} {ANY_UID_CKPT}")
+    trained = [[r["step"] for r in rs if r.get("event") == "train"] for rs in (first, second)]
+    if trained[0] != list(range(1, steps // 2 + 1)):
+        fail(f"the first run trained steps {trained[0]}, not 1..{steps // 2}")
+    if trained[1] != list(range(steps // 2 + 1, steps + 1)):
+        fail(f"the resumed run trained steps {trained[1]}, not {steps // 2 + 1}..{steps}")
+    if not owner or set(owner) != {uid}:
+        fail(f"the checkpoint in {ANY_UID_CKPT} belongs to uid {owner}, not {uid}")
+    detail(
+        f"uid {uid} gid {gid} (getpass: {user}, HOME {home}): steps 1..{steps // 2} under "
+        f"torch.compile, checkpointed to {ANY_UID_CKPT}, resumed to step {steps}"
+    )
 
 
 _CPP_EXTENSION = """
