@@ -40,7 +40,7 @@ def outcomes(report: Report) -> dict[str, str]:
 def test_cpu_image_passes_or_skips_with_reasons(verify_cpu_image: str, verify_engine: Any) -> None:
     report = run(verify_engine, verify_cpu_image)
     assert report.ok, report.text()
-    assert len(report.checks) == 17 and report.matrix
+    assert len(report.checks) == 18 and report.matrix
     for check in report.checks:
         assert check.outcome in ("passed", "skipped"), report.text()
         if check.outcome == "skipped":
@@ -50,6 +50,7 @@ def test_cpu_image_passes_or_skips_with_reasons(verify_cpu_image: str, verify_en
     assert got["sm_kernels_arch_flags"] == "skipped"
     assert _msg(report, "sm_kernels_arch_flags").startswith("not applicable: a CPU cell")
     assert got["sm_kernels_fatbin_scan"] == "skipped" and got["cpp_extension"] == "skipped"
+    assert got["cuda_extension"] == "skipped"
     assert got["gcc_version"] == "passed"  # the runtime image carries gcc for torch.compile
     for name in (
         "os_release",

@@ -45,6 +45,7 @@ from builder.labels import (
     TRAINER_VERSION_LABEL,
 )
 from builder.nvidia_require.syntax import parse_require
+from builder.verify import nvcc_probe
 from builder.verify.scan import parse_output, reader_argv
 
 TRAIN_TIMEOUT = 900  # seconds per preset; coreutils `timeout` inside the container
@@ -539,6 +540,70 @@ def test_cpp_extension(host: Any, python: str, ctx: dict[str, Any], detail: Deta
             f"torch.utils.cpp_extension could not build a C++ extension (exit {result.rc}): {tail}"
         )
     detail(f"built, imported and ran {result.stdout.strip().splitlines()[-1]}")
+
+
+_CUDA_EXTENSION = """
+import tempfile, torch
+from torch.utils.cpp_extension import load_inline
+cuda = (
+    "__global__ void twice_kernel(float *x, int n) {"
+    " int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2.0f; }\\n"
+    "torch::Tensor twice(torch::Tensor x) { auto y = x.clone(); int n = y.numel();"
+    " twice_kernel<<<(n + 255) / 256, 256>>>(y.data_ptr<float>(), n); return y; }\\n"
+)
+mod = load_inline(name="trainimg_cuda_probe", functions=["twice"],
+                  cpp_sources=["torch::Tensor twice(torch::Tensor x);"], cuda_sources=[cuda],
+                  build_directory=tempfile.mkdtemp())
+if torch.cuda.is_available():
+    x = torch.arange(4.0, device="cuda")
+    assert torch.equal(mod.twice(x), x * 2)
+    print("ran on", torch.cuda.get_device_name(0))
+print(mod.__file__)
+"""
+
+
+@check(
+    "cuda_extension",
+    "verify",
+    summary="devel CUDA: nvcc compiles a kernel for the arch list; a CUDA extension builds",
+)
+def test_cuda_extension(host: Any, python: str, ctx: dict[str, Any], detail: Detail) -> None:
+    """A CUDA devel image builds CUDA extensions without a GPU: its nvcc is the cell's CUDA,
+    compiles a kernel for every arch of TORCH_CUDA_ARCH_LIST (the arches torch was built for:
+    the fatbin reader lists the SASS it made), and torch.utils.cpp_extension builds and imports
+    a CUDA extension against the headers of the libraries torch loads (runs it on a GPU)."""
+    expect = ctx["expect"]
+    if expect.get("flavour") != "devel" or not is_cuda(expect):
+        pytest.skip("not applicable: a CUDA devel image builds CUDA extensions")
+    arch_list = ctx["image"]["env"].get("TORCH_CUDA_ARCH_LIST", "")
+    if not arch_list:
+        fail("TORCH_CUDA_ARCH_LIST is not set: torch.utils.cpp_extension cannot pick the arches")
+    label = labels(ctx).get(ARCH_LIST_LABEL, "").split()
+    try:
+        _, wanted = nvcc_probe.gencode(arch_list)
+    except nvcc_probe.ArchListError as exc:
+        fail(str(exc))
+    if wanted != label:
+        fail(f"TORCH_CUDA_ARCH_LIST {arch_list!r} is not the arch list torch has: {label}")
+    version = host.run("nvcc --version")
+    minor = ".".join(str(expect.get("cuda", "")).split(".")[:2])
+    if version.rc != 0:
+        fail("no nvcc on PATH: a CUDA devel image compiles CUDA code")
+    if f"release {minor}," not in version.stdout:
+        fail(f"nvcc is not CUDA {minor}: {version.stdout.strip().splitlines()[-1:]}")
+    try:
+        lib = nvcc_probe.compile_and_scan(host, python, "nvcc", arch_list)
+    except RuntimeError as exc:
+        fail(str(exc))
+    if lib["sass"] != wanted:
+        fail(f"nvcc made SASS for {lib['sass']}, TORCH_CUDA_ARCH_LIST asks for {wanted}")
+    result = host.run(f"cd /tmp && timeout 900 {python} -c {shlex.quote(_CUDA_EXTENSION)}")
+    if result.rc != 0:
+        tail = (result.stderr.strip() or result.stdout.strip())[-800:]
+        fail(f"torch.utils.cpp_extension could not build a CUDA extension: {tail}")
+    ran = [ln for ln in result.stdout.splitlines() if ln.startswith("ran on")]
+    detail(f"nvcc {minor}: a kernel with SASS {' '.join(lib['sass'])}")
+    detail(f"CUDA extension built and imported{'; ' + ran[0] if ran else ' (no GPU: not run)'}")
 
 
 @check("nvidia_environment", "verify", summary="NVIDIA_REQUIRE_CUDA and NVIDIA_DRIVER_CAPABILITIES")
