@@ -29,6 +29,7 @@ from builder.build_journal import Cancelled, Journal
 from builder.build_plan import BuildOptions, BuildPlan
 from builder.engines.base import BuildRequest, Engine, EngineError, ImageInfo, short_id
 from builder.errors import TrainimgError
+from builder.installed_packages import rpm_packages
 
 TAIL = 30
 
@@ -124,6 +125,8 @@ class Builder:
             self.journal.tag(engine, name, result.image_id, plan.cell_tag)
             info = engine.inspect_image(result.image_id)
             record = _record(plan, info, engine, _now())
+            if plan.cell.os.family == "el9":  # what dnf really installed, for matrix check
+                record = dataclasses.replace(record, packages=rpm_packages(engine, result.image_id))
             self.journal.commit(name, lambda: lockfile.update(self.lock_path, name, record))
             return Outcome(
                 name,

@@ -52,6 +52,8 @@ class BuildRecord:
     built_at: str
     content_hash: str
     pushed: dict[str, str] = field(default_factory=dict)  # registry ref -> manifest digest
+    # EL9 images: what dnf really installed (`rpm -qa`), name -> EPOCH:VERSION-RELEASE.ARCH
+    packages: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

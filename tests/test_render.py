@@ -135,13 +135,19 @@ def test_structure(cell: object) -> None:
     compiler = cell.os.gcc.get(cell.gcc, ())
     if cell.os.family == "el9":  # every flavour: torch.compile builds C/C++ at run time
         for pin in (*compiler, cell.os.python[cell.python]):
-            assert f"'{pin.name}-{pin.version}'" in text
-        assert f"'python{cell.python}-devel-" in text
+            assert (
+                pin.series and f"      '{pin.name}' \\\n" in text
+            )  # by name, then its series checked
+            assert (
+                f"rpm -q --qf '%{{VERSION}}' '{pin.name}') && case \"$v\" in '{pin.version}'|"
+                in text
+            )
+        assert f"      'python{cell.python}-devel' \\\n" in text
     if cell.os.family == "debian":  # the base brings the compiler: checked, not installed
         assert "apt-get" not in text
         assert "'gcc-12' 'g++-12' make ninja" in text and "Python.h" in text
     elif cell.flavour == "devel":
-        assert "'gcc-11.5.0-5.el9'" in text and want[GCC_LABEL] == "11"
+        assert "      'gcc' \\\n" in text and want[GCC_LABEL] == "11"
         if cell.cuda:
             assert 'ENV LIBRARY_PATH="/usr/local/cuda-12.8/lib64/stubs"' in text
 
