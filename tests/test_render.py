@@ -227,3 +227,20 @@ def test_atomic_write_leaves_old_file_and_no_temp_on_failure(
         atomic_write(target, "new\n")
     assert target.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["Containerfile"]
+
+
+def test_written_files_are_as_readable_as_any_new_file(tmp_path: Path) -> None:
+    """mkstemp makes 0600 files: a rendered Containerfile or images/lock.json must get what a
+    new file gets (0666 less the umask), and a file written again keeps its mode."""
+    old = os.umask(0o022)
+    try:
+        fresh = tmp_path / "images" / "lock.json"
+        atomic_write(fresh, "{}\n")
+        assert fresh.stat().st_mode & 0o777 == 0o644
+        kept = tmp_path / "Containerfile"
+        kept.write_text("old\n")
+        kept.chmod(0o640)
+        atomic_write(kept, "new\n")
+        assert kept.stat().st_mode & 0o777 == 0o640 and kept.read_text() == "new\n"
+    finally:
+        os.umask(old)
