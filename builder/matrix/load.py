@@ -8,7 +8,6 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from builder import validate as v
-from builder.errors import MatrixError
 from builder.facts import drivers as driver_rules
 from builder.facts.driver_version import DriverVersion
 from builder.facts.gpus import GPUS
@@ -17,7 +16,7 @@ from builder.matrix import model as m
 from builder.matrix.mirrors import TOP as TOP_MIRRORS
 from builder.matrix.mirrors import apply_mirrors, read_mirrors
 from builder.matrix.reader import Reader
-from builder.matrix.yamlnodes import keypath_join, load
+from builder.matrix.yamlnodes import keypath_join, load, read_text
 
 SCHEMA_VERSION = "1"
 NAME_FIELDS = ("os", "accelerator", "driver", "cuda", "gcc", "python", "torch", "fp8", "flavour")
@@ -26,13 +25,7 @@ NAME_FIELDS = ("os", "accelerator", "driver", "cuda", "gcc", "python", "torch", 
 def load_matrix(path: str | Path) -> m.Matrix:
     """Read and validate a matrix file. Raises MatrixError naming file, line and key path."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise MatrixError(str(p), "no such file (expected the compatibility matrix here)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MatrixError(str(p), f"cannot read: {exc}") from None
-    return parse_matrix(text, str(p))
+    return parse_matrix(read_text(p, "the compatibility matrix"), str(p))
 
 
 def parse_matrix(text: str, path: str = "matrix.yaml") -> m.Matrix:

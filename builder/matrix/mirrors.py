@@ -31,10 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from builder import validate as v
-from builder.errors import MatrixError
 from builder.matrix import model as m
 from builder.matrix.reader import Reader
-from builder.matrix.yamlnodes import keypath_join, load
+from builder.matrix.yamlnodes import keypath_join, load, read_text
 
 TOP = "mirrors"
 
@@ -154,13 +153,7 @@ def apply_mirrors(matrix: m.Matrix, mirrors: m.Mirrors, r: Reader) -> m.Matrix:
 def with_mirrors_file(matrix: m.Matrix, path: Path) -> m.Matrix:
     """`matrix` with the mirrors of a `--mirrors FILE` (a YAML file whose one top-level key is
     `mirrors:`) laid over its own; every error names the file, line and key."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise MatrixError(str(path), "no such file (expected a mirrors file here)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MatrixError(str(path), f"cannot read: {exc}") from None
-    tree, lines = load(text, str(path))
+    tree, lines = load(read_text(path, "a mirrors file"), str(path))
     r = Reader(str(path), lines)
     top = r.mapping(tree, "", (TOP,))
     return apply_mirrors(matrix, read_mirrors(r, top[TOP]), r)

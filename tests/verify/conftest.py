@@ -130,31 +130,27 @@ def libtorch_cuda(torch_cu128: Path) -> Path:
     return torch_cu128 / "torch" / "lib" / "libtorch_cuda.so"
 
 
+def wheel_file(spec: str, into: str, member: str) -> Path:
+    """One file of a PyPI wheel, extracted once into .cache/verify/<into>/."""
+    path = CACHE / into / member
+    if not path.exists():
+        extract(fetch_wheel(spec), member, CACHE / into)
+    return path
+
+
 @pytest.fixture(scope="session")
 def libcurand() -> Path:
-    root = CACHE / "curand-10.3.9.90"
-    lib = root / "nvidia" / "curand" / "lib" / "libcurand.so.10"
-    if not lib.exists():
-        extract(fetch_wheel(CURAND_SPEC), "nvidia/curand/lib/", root)
-    return lib
+    return wheel_file(CURAND_SPEC, "curand-10.3.9.90", "nvidia/curand/lib/libcurand.so.10")
 
 
 @pytest.fixture(scope="session")
 def libnccl() -> Path:
-    root = CACHE / "nccl-2.27.5"
-    lib = root / "nvidia" / "nccl" / "lib" / "libnccl.so.2"
-    if not lib.exists():
-        extract(fetch_wheel(NCCL_SPEC), "nvidia/nccl/lib/libnccl", root)
-    return lib
+    return wheel_file(NCCL_SPEC, "nccl-2.27.5", "nvidia/nccl/lib/libnccl.so.2")
 
 
 @pytest.fixture(scope="session")
 def libnvshmem_host() -> Path:
-    root = CACHE / "nvshmem-3.3.20"
-    lib = root / "nvidia" / "nvshmem" / "lib" / "libnvshmem_host.so.3"
-    if not lib.exists():
-        extract(fetch_wheel(NVSHMEM_SPEC), "nvidia/nvshmem/lib/libnvshmem_host", root)
-    return lib
+    return wheel_file(NVSHMEM_SPEC, "nvshmem-3.3.20", "nvidia/nvshmem/lib/libnvshmem_host.so.3")
 
 
 @pytest.fixture(scope="session")
@@ -215,15 +211,16 @@ BROKEN = {
         "> /opt/trainimg/trainer/__main__.py\n"
         "USER 1000:1000\n"
     ),
-    # the layout before images ran under any uid: home and /ckpt uid 1000's alone, no USER
-    # for getpass: train_any_uid must fail (before any training)
-    "uid-1000-only": (
-        "USER root\n"
-        "RUN chown 1000:1000 /ckpt /home/trainer && chmod 755 /ckpt /home/trainer\n"
-        'ENV USER="" LOGNAME=""\n'
-        "USER 1000:1000\n"
-    ),
 }
+# The layout before images ran under any uid: home and /ckpt uid 1000's alone, no USER for
+# getpass. Only train_any_uid fails (before any training); kept out of BROKEN, whose images
+# test_no_container_left_after_20_runs rotates through expecting failures from other checks.
+UID_1000_ONLY = (
+    "USER root\n"
+    "RUN chown 1000:1000 /ckpt /home/trainer && chmod 755 /ckpt /home/trainer\n"
+    'ENV USER="" LOGNAME=""\n'
+    "USER 1000:1000\n"
+)
 
 
 @pytest.fixture(scope="session")
@@ -260,7 +257,7 @@ def broken_images(
 ) -> dict[str, str]:
     """Images derived from the CPU image by one-line Containerfiles, each broken on purpose."""
     out = {}
-    for name, body in BROKEN.items():
+    for name, body in (*BROKEN.items(), ("uid-1000-only", UID_1000_ONLY)):
         ctx = tmp_path_factory.mktemp(name)
         (ctx / "Containerfile").write_text(f"FROM {verify_cpu_image}\n{body}")
         tag = f"localhost/trainimg-verify-broken:{name}"
