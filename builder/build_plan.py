@@ -139,6 +139,15 @@ def _networks(cell: Cell, chosen: str | None) -> tuple[str, str | None, str | No
     return "none", OS_STAGE, chosen
 
 
+def refuse_bad_options(ws: Workspace, cells: Sequence[Cell], opts: BuildOptions) -> None:
+    """What is refused before any engine is asked (exit 2): a network a cell cannot build
+    with, a mirrors file that is malformed or does not fit the matrix."""
+    for cell in cells:
+        _networks(cell, opts.network)
+    if opts.mirrors is not None:
+        with_mirrors_file(ws.matrix, opts.mirrors)
+
+
 def plan_cells(
     ws: Workspace, cells: Sequence[Cell], engine: Engine, opts: BuildOptions
 ) -> list[BuildPlan]:

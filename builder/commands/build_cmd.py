@@ -20,7 +20,7 @@ from rich.text import Text
 
 from builder import lock as lockfile
 from builder.build import Builder, BuildsFailed, Outcome, Ui
-from builder.build_plan import BuildOptions, default_paths, plan_cells
+from builder.build_plan import BuildOptions, default_paths, plan_cells, refuse_bad_options
 from builder.commands.common import add_engine_options, shared_options, workspace
 from builder.engines.base import EngineError, EngineUnavailable, short_id
 from builder.engines.build_log import STEP_LINE
@@ -214,6 +214,7 @@ def run(args: argparse.Namespace) -> int:
         lock_path=args.lock,
         mirrors=args.mirrors,
     )
+    refuse_bad_options(ws, cells, opts)
     lock_path, work_dir = default_paths(ws, opts)
     lockfile.read(lock_path)  # an unreadable lock stops us here, not after a build
     # Not a terminal (CI logs, pipes): wide enough that cell names and tags are not cut.

@@ -11,7 +11,7 @@ import pytest
 from builder.errors import TrainimgError
 from builder.render import OS_STAGE, os_install
 from builder.workspace import Workspace, open_workspace
-from tests.build.helpers import CPU_CELL, REPO
+from tests.build.helpers import CPU_CELL, REPO, RunCli
 from tests.build.test_builder import REPOSITORY, Run
 from tests.conftest import write_standin_trainer
 from tests.fake_engine import FakeStore
@@ -104,3 +104,20 @@ def test_a_failing_os_stage_fails_the_cell_and_tags_nothing(build: Run) -> None:
     assert out.status == "failed" and "Could not resolve host" in out.error
     assert build.store.refs(REPOSITORY) == []
     assert [r.target for r in build.store.requests] == [OS_STAGE]
+
+
+def test_network_none_and_a_bad_mirrors_file_stop_before_the_engine(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    """An EL9 cell's os stage installs packages: --network none cannot build it; a mirrors
+    file that does not fit the matrix is named with its line. Both before an engine is asked."""
+    cell = "rocky9-cu128-py3.12-torch2.11.0-runtime"
+    r = run_cli("build", cell, "--network", "none", "--url", "unix:///nonexistent.sock")
+    assert r.code == 2 and "Traceback" not in r.err, r.err
+    assert f"cell {cell} installs OS packages in its os stage" in r.err
+    assert "no engine answers" not in r.err
+    mirrors = tmp_path / "site.yaml"
+    mirrors.write_text("mirrors:\n  oses:\n    rocky9:\n      repos: {baseos: 'ftp://x/y'}\n")
+    r = run_cli("build", cell, "--mirrors", str(mirrors), "--url", "unix:///nonexistent.sock")
+    assert r.code == 2 and "Traceback" not in r.err, r.err
+    assert f"{mirrors}:4: mirrors.oses.rocky9" in r.err and "no engine answers" not in r.err
