@@ -7,6 +7,10 @@ when it carries SASS the GPU can execute, or PTX the driver can JIT-compile for 
   (same major only: sm_100 does not run on 12.0); arch-specific SASS sm_XYa only on X.Y;
 - PTX compute_XY is JIT-compiled for any GPU of compute capability >= X.Y; compute_XYa only
   for X.Y and compute_XYf for the same major.
+A module that carries only arch- or family-specific code (sm_100f, sm_90a) is built with features
+other GPUs lack, so a library can launch it only where those exist: it chooses it at run time,
+and elsewhere it is never loaded (libnccl 2.27.5 has 12 modules for sm_50..sm_120 and 4 with
+sm_100f only: on an H100 those 4 are not a missing kernel).
 How many modules must carry code for the GPU depends on how the library picks its kernels
 (builder/facts/kernel_dispatch.py). A library with one uniform arch list (libtorch_cuda) runs
 natively when every module has SASS for the GPU; when some module has only PTX, it runs after a
@@ -99,6 +103,10 @@ class Coverage:
     ptx: tuple[str, ...]  # the PTX targets the driver can JIT for it
     rule: str = kernel_dispatch.UNIFORM
     documented: bool = False  # OPAQUE: the vendor documents this GPU's architecture
+    # modules with only arch- or family-specific code (sm_100f, sm_90a) for other GPUs: such
+    # code cannot run anywhere else, so a library launches it only where it can - chosen at run
+    # time, never loaded here, and no gap in a uniform library (libnccl's sm_100f kernels)
+    elsewhere: int = 0
 
     @property
     def blocking(self) -> bool:
@@ -113,7 +121,7 @@ class Coverage:
             if self.native:
                 return "yes"
             return "jit" if self.jit else "no"
-        if self.missing:
+        if self.missing or not (self.native or self.jit):
             return "no"
         return "jit" if self.jit else "yes"
 
@@ -132,19 +140,28 @@ class Coverage:
         return self._explain_uniform()
 
     def _explain_uniform(self) -> str:
+        others = (
+            f" ({self.elsewhere} more carry only other GPUs' arch-specific code, chosen at run "
+            "time and never loaded here)"
+            if self.elsewhere
+            else ""
+        )
+        general = self.modules - self.elsewhere
         if self.verdict == "yes":
+            kind = "general " if self.elsewhere else ""
             return (
-                f"yes: all {self.modules} kernel modules carry SASS that runs on it "
-                f"({', '.join(self.sass)})"
+                f"yes: all {general} {kind}kernel modules carry SASS that runs on it "
+                f"({', '.join(self.sass)}){others}"
             )
         if self.verdict == "jit":
             return (
-                f"only by JIT: {self.jit} of {self.modules} kernel modules carry no SASS for "
+                f"only by JIT: {self.jit} of {general} kernel modules carry no SASS for "
                 f"it, only PTX ({', '.join(self.ptx)}) that the driver compiles at first use"
+                + others
             )
         return (
-            f"no: {self.missing} of {self.modules} kernel modules carry neither SASS nor PTX "
-            "for it ('no kernel image is available for execution on the device')"
+            f"no: {self.missing} of {general} kernel modules carry neither SASS nor PTX "
+            "for it ('no kernel image is available for execution on the device')" + others
         )
 
     def _explain_per_arch(self) -> str:
@@ -172,7 +189,7 @@ def coverage(
 ) -> Coverage:
     """Judge each module (the target names of one fatbin container) for compute capability cc,
     and the library by `rule` (builder/facts/kernel_dispatch.py)."""
-    native = jit = missing = 0
+    native = jit = missing = elsewhere = 0
     sass: set[str] = set()
     ptx: set[str] = set()
     counted = 0
@@ -188,6 +205,8 @@ def coverage(
             native += 1
         elif jits:
             jit += 1
+        elif rule != kernel_dispatch.PER_ARCH and all(_arch_specific(t) for t in targets):
+            elsewhere += 1
         else:
             missing += 1
     return Coverage(
@@ -200,7 +219,14 @@ def coverage(
         tuple(sorted(ptx, key=arch_key)),
         rule,
         documented,
+        elsewhere,
     )
+
+
+def _arch_specific(name: str) -> bool:
+    """sm_90a, sm_100f, compute_100a: code that runs only on one GPU or one family."""
+    t = _target(name)
+    return t is not None and t[2] in ("a", "f")
 
 
 def library_coverage(library: Mapping[str, Any], cc: CC) -> Coverage:
@@ -212,9 +238,17 @@ def library_coverage(library: Mapping[str, Any], cc: CC) -> Coverage:
 
 
 def overall(covs: list[Coverage]) -> str:
-    """'yes' when every library that decides runs natively (or, opaque, is documented), 'jit'
-    when some need a JIT, else 'no'. Optional libraries are shown but never decide."""
+    """'no' when a library that decides has no code for the GPU, 'jit' when some need a JIT,
+    'documented' when the rest run natively but some (opaque) were judged only from NVIDIA's
+    documentation, 'yes' only when the scan itself shows native code in every one. Optional
+    libraries are shown but never decide."""
     verdicts = {c.verdict for c in covs if c.blocking}
-    if "no" in verdicts:
-        return "no"
-    return "jit" if "jit" in verdicts else "yes"
+    for verdict in ("no", "jit", "documented"):
+        if verdict in verdicts:
+            return verdict
+    return "yes"
+
+
+def documented_only(covs: list[Coverage]) -> list[str]:
+    """Paths of the deciding libraries whose verdict is NVIDIA's documentation, not the scan."""
+    return [c.path for c in covs if c.blocking and c.verdict == "documented"]

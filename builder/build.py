@@ -13,6 +13,7 @@ built again (its `<repo>:<cell>` tag and record are brought in line if needed).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import queue
 import threading
@@ -27,6 +28,7 @@ from builder.build_journal import Cancelled, Journal
 from builder.build_plan import BuildOptions, BuildPlan
 from builder.engines.base import BuildRequest, Engine, ImageInfo, short_id
 from builder.errors import TrainimgError
+from builder.installed_packages import rpm_packages
 
 TAIL = 30
 
@@ -111,20 +113,17 @@ class Builder:
             self.ui.event(name, f"building {plan.cell_tag} (content hash {plan.content_hash})")
             tarball = plan.context.tarball(self.work_dir)
             try:
-                request = BuildRequest(
-                    tarball,
-                    buildargs=plan.request_buildargs,
-                    network=plan.network,
-                    nocache=self.opts.nocache,
-                    timestamp=plan.source_date_epoch,
+                result = engine.build(
+                    self._image_request(engine, plan, tarball, on_log), on_log=on_log
                 )
-                result = engine.build(request, on_log=on_log)
             finally:
                 tarball.unlink(missing_ok=True)
             self.journal.tag(engine, name, result.image_id, plan.hash_tag)
             self.journal.tag(engine, name, result.image_id, plan.cell_tag)
             info = engine.inspect_image(result.image_id)
             record = _record(plan, info, engine, _now())
+            if plan.cell.os.family == "el9":  # what dnf really installed, for matrix check
+                record = dataclasses.replace(record, packages=rpm_packages(engine, result.image_id))
             self.journal.commit(name, lambda: lockfile.update(self.lock_path, name, record))
             return Outcome(
                 name,
@@ -147,6 +146,37 @@ class Builder:
         except BaseException:
             self.journal.rollback(engine, name)
             raise
+
+    def _image_request(
+        self, engine: Engine, plan: BuildPlan, tarball: Path, on_log: Callable[[str], None]
+    ) -> BuildRequest:
+        """The request that builds the image; first, for a cell whose os stage installs
+        packages, that stage alone with its network. The image build then takes the stage from
+        the layer cache and runs every other stage with `plan.network` (none)."""
+        image = BuildRequest(
+            tarball,
+            buildargs=plan.request_buildargs,
+            network=plan.network,
+            nocache=self.opts.nocache,
+            timestamp=plan.source_date_epoch,
+        )
+        if plan.network_stage is None:
+            return image
+        net = plan.stage_network or "the engine's default network"
+        if self.opts.nocache:
+            # A cache-less image build would run the os stage again, without a network: the
+            # whole build gets the stage's network instead (pip still installs --no-index).
+            self.ui.event(plan.cell.name, f"--no-cache: every stage builds with {net}")
+            return dataclasses.replace(image, network=plan.stage_network)
+        self.ui.event(plan.cell.name, f"{plan.network_stage} stage: OS packages, with {net}")
+        stage = dataclasses.replace(image, network=plan.stage_network, target=plan.network_stage)
+        engine.build(stage, on_log=on_log)
+        self.ui.event(
+            plan.cell.name,
+            f"image: every other stage with --network {plan.network} "
+            f"(the {plan.network_stage} stage from the layer cache)",
+        )
+        return image
 
     def _up_to_date(self, engine: Engine, plan: BuildPlan, start: float) -> Outcome:
         name = plan.cell.name
@@ -193,9 +223,11 @@ class Builder:
             threading.Thread(target=worker, daemon=True, name=f"build-{i}")
             for i in range(min(self.opts.jobs, len(plans)))
         ]
-        for t in threads:
-            t.start()
         try:
+            # Ctrl-C may come while the later workers are still starting (the first one's
+            # build already running): the rollback covers that moment too.
+            for t in threads:
+                t.start()
             while any(t.is_alive() for t in threads):
                 for t in threads:
                     t.join(0.2)

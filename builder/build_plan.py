@@ -13,10 +13,14 @@ from pathlib import Path
 
 from builder import lock as lockfile
 from builder.build_context import BuildContext, assemble
+from builder.cell_hash import with_content_hashes
 from builder.engines.base import Engine, ImageInfo
 from builder.errors import TrainimgError
 from builder.labels import BUILD_HASH_LABEL, BUILD_LABEL_ARGS, TRAINER_VERSION_LABEL
+from builder.matrix.expand import expand
+from builder.matrix.mirrors import with_mirrors_file
 from builder.matrix.model import Cell
+from builder.os_install import OS_STAGE, os_install
 from builder.registry.auth import refuse_credentials_in_buildargs
 from builder.registry.pull import pull_base
 from builder.render import render_all
@@ -30,7 +34,9 @@ from builder.workspace import Workspace
 class BuildOptions:
     repository: str | None = None  # default: project.repository
     wheelhouse: Path | None = None
-    network: str | None = None  # default: "none" (every wheel comes from the wheelhouse)
+    # The network of the stage that installs OS packages (None: the engine's default); every
+    # other stage builds with none. "none" here is refused for a cell whose os stage downloads.
+    network: str | None = None
     pull: bool = False
     buildargs: Mapping[str, str] = field(default_factory=dict)
     nocache: bool = False
@@ -39,6 +45,9 @@ class BuildOptions:
     trainer_dir: Path | None = None  # default: <root>/trainer
     lock_path: Path | None = None  # default: <root>/images/lock.json
     work_dir: Path | None = None  # context tarballs; default: <root>/.cache/build
+    # A mirrors file (matrix.yaml's `mirrors:` schema) laid over the matrix's own for this
+    # build: the Containerfiles are rendered with it (the committed ones without it).
+    mirrors: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -47,7 +56,12 @@ class BuildPlan:
     context: BuildContext
     buildargs: Mapping[str, str]
     labels: Mapping[str, str]
-    network: str | None
+    network: str | None  # the image build's network: "none" unless the user chose one
+    # A cell whose os stage installs packages is built in two steps: that stage alone, with
+    # `stage_network` (None: the engine's default network), then the whole image with
+    # `network` ("none"), which takes the os stage from the layer cache the first step filled.
+    network_stage: str | None
+    stage_network: str | None
     cell_tag: str
     hash_tag: str
     base_ref: str
@@ -81,6 +95,18 @@ def _check_drift(ws: Workspace, cells: Sequence[Cell]) -> dict[str, str]:
     return texts
 
 
+def _with_mirrors(
+    ws: Workspace, cells: Sequence[Cell], path: Path
+) -> tuple[list[Cell], dict[str, str]]:
+    """The cells as `path`'s mirrors change them, and their Containerfiles rendered so (the
+    committed ones were checked for drift without them)."""
+    matrix = with_mirrors_file(ws.matrix, path)
+    expansion = with_content_hashes(expand(matrix), matrix.project)
+    mirrored = [expansion.find(cell.name) or cell for cell in cells]
+    outputs = render_all(ws.root, tuple(mirrored), ws.matrix.project)
+    return mirrored, {rel.parent.name: text for rel, text in outputs.items()}
+
+
 def _base(engine: Engine, cell: Cell, pull: bool) -> ImageInfo:
     """The base image, in the engine's store: made locally, pulled now by trainimg (--pull,
     with the registry's credentials), or already there."""
@@ -105,6 +131,35 @@ def _base(engine: Engine, cell: Cell, pull: bool) -> ImageInfo:
     return engine.inspect_image(ref)
 
 
+def _networks(cell: Cell, chosen: str | None) -> tuple[str, str | None, str | None]:
+    """(the image build's network, the stage built first with a network, that network).
+
+    Wheels come from the wheelhouse, so the stages that install them never get a network. A
+    cell whose os stage installs packages (dnf from the OS and NVIDIA repositories) needs one
+    there: that stage is built first with `chosen` (default: the engine's own network)."""
+    if not os_install(cell).downloads:
+        return chosen or "none", None, None
+    if chosen == "none":
+        raise TrainimgError(
+            f"cell {cell.name} installs OS packages in its {OS_STAGE} stage (dnf, from its "
+            "repositories): that stage needs a network, so --network none cannot build it. "
+            "Leave --network out (the engine's default network, for that stage only: the "
+            "wheel stages always build with none), or name one that reaches your mirror "
+            "(--network host for a mirror on this host; see docs/build.md, 'Networks and "
+            "mirrors')"
+        )
+    return "none", OS_STAGE, chosen
+
+
+def refuse_bad_options(ws: Workspace, cells: Sequence[Cell], opts: BuildOptions) -> None:
+    """What is refused before any engine is asked (exit 2): a network a cell cannot build
+    with, a mirrors file that is malformed or does not fit the matrix."""
+    for cell in cells:
+        _networks(cell, opts.network)
+    if opts.mirrors is not None:
+        with_mirrors_file(ws.matrix, opts.mirrors)
+
+
 def plan_cells(
     ws: Workspace, cells: Sequence[Cell], engine: Engine, opts: BuildOptions
 ) -> list[BuildPlan]:
@@ -114,9 +169,10 @@ def plan_cells(
     trainer_dir = opts.trainer_dir or ws.root / "trainer"
     version = trainer_version(trainer_dir)
     texts = _check_drift(ws, cells)
+    if opts.mirrors is not None:
+        cells, texts = _with_mirrors(ws, cells, opts.mirrors)
     buildargs = dict(opts.buildargs)
     refuse_credentials_in_buildargs(buildargs)
-    network = opts.network or "none"  # wheels come from the wheelhouse; nothing is downloaded
     if opts.wheelhouse is None:
         raise TrainimgError(
             "builds install Python packages only from a hash-locked wheelhouse: fill one with "
@@ -126,6 +182,7 @@ def plan_cells(
     # Every cell's closure and hashes first: a bad wheelhouse stops before the engine is asked.
     selections = {cell.name: select(opts.wheelhouse, cell, project) for cell in cells}
     plans = []
+    networks = {cell.name: _networks(cell, opts.network) for cell in cells}
     for cell in cells:
         base = _base(engine, cell, opts.pull)
         selection = selections[cell.name]
@@ -145,15 +202,15 @@ def plan_cells(
                 context=ctx,
                 buildargs=buildargs,
                 labels=labels,
-                network=network,
+                network=networks[cell.name][0],
+                network_stage=networks[cell.name][1],
+                stage_network=networks[cell.name][2],
                 cell_tag=f"{repo}:{cell.name}",
                 hash_tag=f"{repo}:{ctx.content_hash}",
                 base_ref=cell.os.base_ref,
                 base=base,
                 wheelhouse=selection,
-                source_date_epoch=(
-                    source_date_epoch(base.labels, base.created) if base is not None else 0
-                ),
+                source_date_epoch=source_date_epoch(base.labels, base.created),
             )
         )
     return plans

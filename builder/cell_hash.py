@@ -9,6 +9,7 @@ the matrix package and builder.labels: the matrix knows nothing of labels.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import replace
@@ -16,6 +17,18 @@ from dataclasses import replace
 from builder.labels import cell_labels, env
 from builder.matrix.expand import Expansion
 from builder.matrix.model import Cell, Project
+
+
+def _mirror_identity(cell: Cell) -> dict[str, object]:
+    """Where the cell's packages come from when a mirror replaces the public repositories
+    (absent otherwise, so an unmirrored cell keeps its hash)."""
+    out: dict[str, object] = {}
+    if cell.os.mirror is not None:
+        out["os_mirror"] = dataclasses.asdict(cell.os.mirror)
+    repo = cell.cuda.repos.get(cell.os.family) if cell.cuda else None
+    if repo is not None and repo.ca:
+        out["cuda_ca"] = [repo.ca, repo.ca_sha256]
+    return out
 
 
 def content_hash(cell: Cell, project: Project) -> str:
@@ -48,6 +61,7 @@ def content_hash(cell: Cell, project: Project) -> str:
         ),
         "python_packages": [[p.name, p.version] for p in cell.python_packages],
         "gpus": [g.key for g in cell.gpus],
+        **_mirror_identity(cell),
         "labels": cell_labels(cell, project),
         "env": env(cell),
     }

@@ -2,9 +2,12 @@
 
 A CUDA host binary (a shared library such as libtorch_cuda.so, an object file, an executable)
 keeps its device code in the ELF section `.nv_fatbin` (`__nv_relfatbin` in relocatable objects
-built with -rdc). The section holds one or more fatbin containers back to back; each container
-holds entries, one per target: a cubin (SASS for one sm_XY), PTX (compute_XY, JIT-compiled by the
-driver for newer GPUs) or LTO IR. Every entry starts with a header that is never compressed, so
+built with -rdc). Some libraries carry both (libnccl, libnvshmem_host, libtorch_nvshmem: the
+relocatable inputs of their device link come first in the file); the reader takes `.nv_fatbin`,
+the code the CUDA runtime loads, and `__nv_relfatbin` only where `.nv_fatbin` is absent.
+The section holds one or more fatbin containers back to back; each container holds entries,
+one per target: a cubin (SASS for one sm_XY), PTX (compute_XY, JIT-compiled by the driver for
+newer GPUs) or LTO IR. Every entry starts with a header that is never compressed, so
 the targets can be listed by reading headers alone: this reader seeks from header to header and
 never reads (or decompresses) a payload, so a 1 GB library costs a few thousand small reads.
 
@@ -268,18 +271,27 @@ def find_section(f: BinaryIO, path: str) -> tuple[str, int, int] | None:
     if names_sh[4] + names_sh[5] > size:
         raise CorruptFatbin(path, "truncated: the section name table runs past the end")
     names = _read_exact(f, names_sh[4], names_sh[5], path, "section name table")
+    found: dict[str, tuple[int, int, int]] = {}
     for sh in sections:
         name = names[sh[0] :].split(b"\0", 1)[0].decode("ascii", "replace")
-        if name in SECTIONS:
-            if sh[1] == SHT_NOBITS:
-                return None
-            if sh[4] + sh[5] > size:
-                raise CorruptFatbin(
-                    path,
-                    f"truncated: section {name} ({sh[5]} bytes at offset "
-                    f"{sh[4]}) runs past the end of the file ({size} bytes)",
-                )
-            return (name, sh[4], sh[5])
+        if name in SECTIONS and name not in found:
+            found[name] = (sh[1], sh[4], sh[5])
+    # The first section in SECTIONS order that the file has: `.nv_fatbin` (what the CUDA
+    # runtime loads) even where a library also keeps its relocatable link inputs
+    # (`__nv_relfatbin`) ahead of it, as libnccl and libnvshmem do; those only when it is absent.
+    for name in SECTIONS:
+        if name not in found:
+            continue
+        kind, offset, length = found[name]
+        if kind == SHT_NOBITS:
+            return None
+        if offset + length > size:
+            raise CorruptFatbin(
+                path,
+                f"truncated: section {name} ({length} bytes at offset "
+                f"{offset}) runs past the end of the file ({size} bytes)",
+            )
+        return (name, offset, length)
     return None
 
 

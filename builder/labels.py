@@ -70,6 +70,11 @@ RUN_LABEL = f"{PREFIX}.run"  # every container `trainimg run` starts
 VENV = "/opt/venv"
 TRAINER_HOME = "/opt/trainimg"
 USER_ID = 1000
+USER_NAME = "trainer"
+USER_HOME = "/home/trainer"
+# Where GKE-style driver injection mounts the host's driver libraries and tools (NVIDIA's CUDA
+# images put them on the library and binary paths: "Required for nvidia-docker v1").
+NVIDIA_INJECTED = "/usr/local/nvidia"
 
 
 def cell_arch_list(cell: Cell) -> tuple[str, ...]:
@@ -112,21 +117,63 @@ def torchao_version(cell: Cell) -> str | None:
     return torch_builds.torchao_for(cell.torch) if cell.fp8 == "torchao" else None
 
 
+# The pip wheels torch loads its CUDA libraries from that also carry headers
+# (site-packages/nvidia/<name>/include): a devel image's extensions compile against these, the
+# versions torch runs, not a second copy from the OS repositories.
+NVIDIA_WHEEL_HEADERS = (
+    "cuda_runtime",
+    "cuda_nvrtc",
+    "cuda_cupti",
+    "cublas",
+    "cudnn",
+    "cufft",
+    "cufile",
+    "curand",
+    "cusolver",
+    "cusparse",
+    "cusparselt",
+    "nccl",
+    "nvjitlink",
+    "nvshmem",
+    "nvtx",
+)
+
+
+def torch_cuda_arch_list(cell: Cell) -> str:
+    """TORCH_CUDA_ARCH_LIST for extensions: the arches the cell's torch was built for."""
+    return " ".join(f"{int(a[3:]) // 10}.{int(a[3:]) % 10}" for a in cell_arch_list(cell))
+
+
 def env(cell: Cell) -> dict[str, str]:
+    system = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
     out = {
-        "PATH": f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "PATH": f"{VENV}/bin:{system}",
         "PYTHONPATH": TRAINER_HOME,
         "PYTHONUNBUFFERED": "1",
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        # Any uid (OpenShift's restricted SCC runs images as an arbitrary uid in group 0, with
+        # no passwd entry): torch.compile asks getpass.getuser(), which reads these before the
+        # passwd database, and Triton's cache lives under HOME, which group 0 may write.
+        "HOME": USER_HOME,
+        "USER": USER_NAME,
+        "LOGNAME": USER_NAME,
     }
     if cell.cuda is not None:
+        bin_dirs = f"{NVIDIA_INJECTED}/bin"
         if cell.flavour == "devel":
             cuda_home = f"/usr/local/cuda-{cuda_rules.minor(cell.cuda.version)}"
-            out["PATH"] = f"{VENV}/bin:{cuda_home}/bin:" + out["PATH"].split(":", 1)[1]
+            bin_dirs = f"{cuda_home}/bin:{bin_dirs}"
             out["CUDA_HOME"] = cuda_home
             # libcuda.so's link-time stub, as NVIDIA's devel images set it: an extension links
             # against it where no driver is installed (the build host, CI).
             out["LIBRARY_PATH"] = f"{cuda_home}/lib64/stubs"
+            # Without a GPU torch.utils.cpp_extension cannot guess the arches (IndexError):
+            # extensions build for the arches torch itself was built for.
+            out["TORCH_CUDA_ARCH_LIST"] = torch_cuda_arch_list(cell)
+            site = f"{VENV}/lib/python{cell.python}/site-packages/nvidia"
+            out["CPATH"] = ":".join(f"{site}/{name}/include" for name in NVIDIA_WHEEL_HEADERS)
+        out["PATH"] = f"{VENV}/bin:{bin_dirs}:{system}"
+        out["LD_LIBRARY_PATH"] = f"{NVIDIA_INJECTED}/lib:{NVIDIA_INJECTED}/lib64"
         out |= {
             "CUDA_VERSION": str(cell.cuda.version),
             "NVIDIA_VISIBLE_DEVICES": "all",

@@ -57,6 +57,8 @@ class BuildRecord:
     wheels: dict[str, str] = field(default_factory=dict)
     # an extended image (trainimg extend): the image it was built FROM
     parent: dict[str, str] | None = None
+    # EL9 images: what dnf really installed (`rpm -qa`), name -> EPOCH:VERSION-RELEASE.ARCH
+    packages: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

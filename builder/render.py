@@ -23,19 +23,26 @@ from builder.facts import torch_builds
 from builder.labels import (
     BUILD_LABEL_ARGS,
     CELL_HASH_LABEL,
+    NVIDIA_INJECTED,
     TRAINER_HOME,
+    USER_HOME,
     USER_ID,
+    USER_NAME,
     VENV,
     cell_labels,
     env,
     torchao_version,
 )
 from builder.matrix.model import Cell, Pin, Project
+from builder.os_install import OS_STAGE, os_install
 
 # The blocks every image shares, at the top of the project (beside matrix.yaml and images/);
 # one template per OS family extends it from TEMPLATE_DIR: <family>.Containerfile.j2.
 BASE_TEMPLATE = "Containerfile.base"
 TEMPLATE_DIR = Path("images") / "templates"
+# Where the NVIDIA container toolkit looks for the forward-compatibility libcuda (its CDI hook
+# enable-cuda-compat: NVIDIA/nvidia-container-toolkit internal/discover/compat_libs.go).
+COMPAT_DIR = "/usr/local/cuda/compat"
 OUTPUT_NAME = "Containerfile"
 HEADER = "# Rendered by trainimg"
 
@@ -58,7 +65,9 @@ def _dq(value: object) -> str:
 
 
 def _rpm(pin: Pin) -> str:
-    return _q(f"{pin.name}-{pin.version}" if pin.version else pin.name)
+    """dnf's spec: name-VERSION or name-[EPOCH:]VERSION-RELEASE; a series pin installs by name
+    (the template checks the installed version against the series after)."""
+    return _q(f"{pin.name}-{pin.version}" if pin.version and not pin.series else pin.name)
 
 
 def _deb(pin: Pin) -> str:
@@ -86,14 +95,8 @@ def template_vars(cell: Cell, project: Project) -> dict[str, Any]:
     if ao:
         requirements.append(f"torchao=={ao}")
     requirements += sorted(f"{p.name}=={p.version}" for p in cell.python_packages)
-    py = cell.os.python.get(cell.python)
-    os_pins = [py] if py is not None and (py.version or cell.os.family == "el9") else []
-    os_pins += list(cell.os.packages)
-    repo = cell.cuda.repos.get(cell.os.family) if cell.cuda else None
-    devel: list[Pin] = []
-    if cell.flavour == "devel":
-        devel += cell.os.devel_packages
-        devel += repo.devel if repo else ()
+    install = os_install(cell)
+    os_pins, repo, devel = list(install.os_pins), install.cuda_repo, list(install.devel_pins)
     labels_ = cell_labels(cell, project)
     labels_[CELL_HASH_LABEL] = cell.content_hash
     return {
@@ -101,7 +104,15 @@ def template_vars(cell: Cell, project: Project) -> dict[str, Any]:
         "cell": cell,
         "content_hash": cell.content_hash,
         "base_ref": cell.os.base_ref,
-        "pinned": bool(cell.os.digest),  # a digest only: a local base is not pinned
+        "os_stage": OS_STAGE,
+        "pinned": bool(cell.os.digest or cell.os.local),  # as io.trainimg.base.pinned says
+        "base_local": cell.os.local,
+        "os_mirror": cell.os.mirror,
+        "os_series": [p for p in (*os_pins, *install.gcc_pins) if p.series],
+        "devel_series": [p for p in devel if p.series],
+        "compat_dir": COMPAT_DIR
+        if repo and any(p.name.startswith("cuda-compat-") for p in repo.runtime)
+        else "",
         "os_pins": os_pins,
         "cuda_repo": repo,
         "devel_repos": list(cell.os.devel_repos) if cell.flavour == "devel" else [],
@@ -116,6 +127,9 @@ def template_vars(cell: Cell, project: Project) -> dict[str, Any]:
         "trim": wheel_groups.trim(cell),
         "test_trees": wheel_groups.TEST_TREES,
         "uid": USER_ID,
+        "user_name": USER_NAME,
+        "user_home": USER_HOME,
+        "nvidia_injected": NVIDIA_INJECTED if cell.cuda is not None else "",
         "env": env(cell),
         "labels": labels_,
         "build_label_args": BUILD_LABEL_ARGS,

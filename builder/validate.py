@@ -45,6 +45,15 @@ RPM_VERSION = _p(
     r"([0-9]+:)?[0-9][A-Za-z0-9._+]*(-[A-Za-z0-9][A-Za-z0-9._+]*)?",
     "2:4.9-15.el9",
 )
+# An EL9 OS package's version series: what EL guarantees for the life of the release (python3.12
+# stays 3.12, gcc stays 11), while its repositories keep only the current minor's builds.
+RPM_SERIES = _p("version series", r"[0-9]+(\.[0-9]+){0,3}", "3.12")
+# An EL9 OS package's one build: [EPOCH:]VERSION-RELEASE (from a dated snapshot mirror).
+RPM_BUILD = _p(
+    "rpm build ([EPOCH:]VERSION-RELEASE)",
+    r"([0-9]+:)?[0-9][A-Za-z0-9._+]*-[A-Za-z0-9][A-Za-z0-9._+]*",
+    "2:4.9-15.el9",
+)
 # rpm / deb / pip package names.
 PACKAGE = _p("package name", r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}", "cuda-compat-12-8")
 # registry/path:tag (no digest; digests are a separate key).
@@ -58,6 +67,19 @@ DIGEST = _p("digest", r"sha256:[0-9a-f]{64}", "sha256:" + "0" * 64)
 SHA256 = _p("sha256 hex", r"[0-9a-f]{64}", "0" * 64)
 URL = _p(
     "https URL", r"https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/+-]*)?", "https://x.org/a"
+)
+# A mirror's repository or file: http or https (the packages are signature-checked either way;
+# keys and CA certificates by their sha256), no query, no variables ($releasever is spelt out).
+MIRROR_URL = _p(
+    "http(s) URL",
+    r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/+-]*)?",
+    "https://mirror.example.com/rocky/9.6/BaseOS/x86_64/os",
+)
+# A signing key or CA certificate: a mirror URL, or a file the base image already carries.
+KEY_URL = _p(
+    "http(s) or file:/// URL",
+    r"(https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?|file://)/[A-Za-z0-9._~%/+-]+",
+    "file:///etc/pki/rpm-gpg/RPM-GPG-KEY-Rocky-9",
 )
 PYTHON = _p("python version", r"3\.[0-9]{1,2}", "3.12")
 GCC = _p("gcc major", r"[0-9]{1,2}", "11")

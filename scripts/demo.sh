@@ -7,12 +7,16 @@
 #   project.default_cell, air-gapped from the wheelhouse -> podman run of its trainer.
 # On a host where an NVIDIA GPU answers (nvidia-smi -L) AND the GPU cell's base registry answers
 # (https://<registry>/v2/), the same script builds the default cu128 cell instead (pulling its
-# base, pip from the PyTorch index) and runs the trainer on the GPU through CDI.
+# base; its wheels, fetched once into the wheelhouse, installed without a network; its os stage
+# with the engine's network, for dnf from the EL9 and NVIDIA repositories - or from a mirror)
+# and runs the trainer on the GPU through CDI.
 #
 # Environment:
 #   TRAINIMG_DEMO_MODE=auto|cpu|gpu  force a path (default auto: detect as above)
 #   TRAINIMG_GPU_CELL=<cell>         the cu128 cell of the GPU path (default: the matrix's
 #                                    project.default_gpu_cell)
+#   TRAINIMG_MIRRORS=<file>          the GPU path's OS and CUDA repositories from a mirror:
+#                                    trainimg build --mirrors <file> (docs/build.md, Mirrors)
 #   TRAINIMG_PODMAN_ROOT=<dir>       the isolated podman store (default: the host's own podman or
 #                                    Docker when one answers, else .cache/podman); set it to an
 #                                    empty string to insist on the host's own engine
@@ -88,7 +92,10 @@ if [ "$MODE" = gpu ]; then
     say "wheelhouse of $GPU_CELL (its whole closure, sha256-locked)"
     trainimg wheelhouse "$GPU_CELL" --dest .cache/wheelhouse
     say "build $GPU_CELL (GPU host with a registry)"
-    image="$(trainimg build "$GPU_CELL" --pull --wheelhouse .cache/wheelhouse | awk 'NR==1 {print $1}')"
+    mirrors=()
+    if [ -n "${TRAINIMG_MIRRORS:-}" ]; then mirrors=(--mirrors "$TRAINIMG_MIRRORS"); fi
+    image="$(trainimg build "$GPU_CELL" --pull "${mirrors[@]}" --wheelhouse .cache/wheelhouse \
+        | awk 'NR==1 {print $1}')"
     run_args=(--device nvidia.com/gpu=all)   # CDI: nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml
 else
     say "offline base (debootstrap -> podman import)"

@@ -8,16 +8,17 @@ set -euo pipefail
 
 # tool -> Debian package. docker.io gives dockerd (the tests start a private Docker Engine),
 # docker-registry a local registry for push/pin tests, apache2-utils htpasswd, openssl a CA;
-# dnf, rpmbuild, createrepo_c (packages dnf, rpm, createrepo-c): tests/el9 resolves every EL9
-# package spec with dnf 4.14 / libdnf 0.69, the versions EL9 ships. slurmctld, slurmd, the
-# Slurm clients and munge: tests/run runs a real two-node Slurm (in network namespaces: ip,
-# nsenter); squashfs-tools' sqfstar writes enroot images (`trainimg export X.sqsh`); gpg signs
-# images in the `trainimg push --sign` tests (podman's simple signing).
+# dnf, rpmbuild, createrepo_c (packages dnf, rpm, createrepo-c) and gpg (gnupg, which rpmsign
+# signs with): tests/el9's rehearsal builds signed stand-in RPMs and installs them with dnf 4.14 /
+# libdnf 0.69, the versions EL9 ships; gpg also signs images in the `trainimg push --sign` tests
+# (podman's simple signing). slurmctld, slurmd, the Slurm clients and munge: tests/run runs a
+# real two-node Slurm (in network namespaces: ip, nsenter); squashfs-tools' sqfstar writes
+# enroot images (`trainimg export X.sqsh`).
 declare -A apt_pkg=([podman]=podman [buildah]=buildah [runc]=runc [debootstrap]=debootstrap
     [/usr/sbin/dockerd]=docker.io [docker-registry]=docker-registry [htpasswd]=apache2-utils
     [openssl]=openssl [dnf]=dnf [rpmbuild]=rpm [createrepo_c]=createrepo-c
     [slurmctld]=slurmctld [slurmd]=slurmd [sbatch]=slurm-client [munged]=munge
-    [sqfstar]=squashfs-tools [ip]=iproute2 [nsenter]=util-linux [gpg]=gpg)
+    [sqfstar]=squashfs-tools [ip]=iproute2 [nsenter]=util-linux [gpg]=gnupg)
 
 # The locks apt-get and dpkg take (fcntl locks: /proc/locks lists their holders).
 APT_LOCKS=(/var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock

@@ -35,6 +35,7 @@ class FakeStore:
     images: dict[str, dict[str, str]] = field(default_factory=dict)  # id -> labels
     names: dict[str, str] = field(default_factory=dict)  # ref -> id
     builds: int = 0
+    requests: list[BuildRequest] = field(default_factory=list)  # every build, in order
     pulls: list[str] = field(default_factory=list)
     # Hooks: called at the named moment (may raise).
     on_build: Callable[[Path], None] | None = None
@@ -69,6 +70,7 @@ class FakeEngine:
         """The image id is the hash of the context file (a tarball), so equal contexts make
         equal images, as on a real engine."""
         self.store.builds += 1
+        self.store.requests.append(request)
         log = BuildLog(on_log)
         log.feed("STEP 1/2: FROM base\nSTEP 2/2: COPY trainer/ /opt/trainimg/trainer/\n")
         if self.store.on_build is not None:

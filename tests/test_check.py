@@ -6,10 +6,12 @@ import datetime as dt
 
 from builder.judgement.finding import Finding
 from builder.judgement.matrix import check_cell, first_error
-from builder.judgement.matrix.apply import PER_GPU
+from builder.judgement.matrix.apply import LOCK_RECORD, PER_GPU
 from builder.judgement.registry import ids, registered
 from builder.judgement.severity import BLOCK, OK, WARN
+from builder.lock import BuildRecord
 from builder.matrix.model import Cell
+from builder.os_install import os_install
 from builder.workspace import open_workspace
 from tests.conftest import REPO
 from tests.docs.tables import first_column_ids
@@ -186,6 +188,26 @@ def _cells() -> list[Cell]:
     ]
 
 
+def _record_of(cell: Cell) -> BuildRecord:
+    """A lock record whose packages are exactly the cell's pins (as its last build installed)."""
+    pins = list(os_install(cell).os_pins)
+    return BuildRecord(
+        image_id="sha256:" + "1" * 64,
+        tags=[],
+        digest=None,
+        size=0,
+        base_image=cell.os.base_ref,
+        base_digest=None,
+        labels={},
+        torch=str(cell.torch),
+        cuda=None,
+        engine="fake",
+        built_at="2026-11-29T00:00:00Z",
+        content_hash=cell.content_hash,
+        packages={p.name: f"0:{p.version}.0-1.el9.x86_64" for p in pins},
+    )
+
+
 def test_every_finding_carries_the_id_of_the_rule_that_made_it() -> None:
     cells = _cells()
     seen: set[str] = set()
@@ -193,6 +215,8 @@ def test_every_finding_carries_the_id_of_the_rule_that_made_it() -> None:
         for c in cells:
             if PER_GPU in rule.reads:
                 found = [rule.fn(c, g, TODAY) for g in c.gpus]
+            elif LOCK_RECORD in rule.reads:  # judged against a lock record: its last build
+                found = [rule.fn(c, _record_of(c), TODAY)]
             else:
                 found = [rule.fn(c, TODAY)]
             for f in (f for out in found for f in out):

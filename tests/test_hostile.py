@@ -26,8 +26,8 @@ def _yaml_str(text: str) -> str:
     ("field", "old", "template", "prefix"),
     [
         ("oses.rocky9.base", "base: quay.io/rockylinux/rockylinux:9.6", "base: {}", "quay.io/x"),
-        ("oses.rocky9.python.3.12.version", "version: 3.12.9-1.el9", "version: {}", "3.12"),
-        ("oses.rocky9.packages.shadow-utils", "shadow-utils: 4.9-12.el9", "shadow-utils: {}", "4"),
+        ("oses.rocky9.python.3.12.version", 'version: "3.12"', "version: {}", "3.12"),
+        ("oses.rocky9.packages.shadow-utils", 'shadow-utils: "4.9"', "shadow-utils: {}", "4"),
         (
             "cuda.12.8.1.el9.repo",
             "repo: https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64",
@@ -59,7 +59,7 @@ def test_hostile_value_is_rejected_with_its_key_path(
 
 def test_hostile_package_name_key() -> None:
     with pytest.raises(MatrixError, match=r"oses\.rocky9\.packages\.a;b: invalid package name"):
-        parse_matrix(variant(("shadow-utils: 4.9-12.el9", '"a;b": "1.0"')), "m.yaml")
+        parse_matrix(variant(('shadow-utils: "4.9"', '"a;b": "1.0"')), "m.yaml")
 
 
 def test_unknown_keys_are_rejected_anywhere() -> None:

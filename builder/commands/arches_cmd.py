@@ -86,6 +86,7 @@ def judge_gpus(scan: dict[str, Any], gpu_args: list[str]) -> list[dict[str, Any]
                 "name": name,
                 "cc": list(cc),
                 "verdict": arches.overall(covs) if covs else "no-device-code",
+                "documented": [os.path.basename(p) for p in arches.documented_only(covs)],
                 "libraries": [
                     {
                         "path": c.path,
@@ -114,6 +115,8 @@ _RULE = {
 }
 _VERDICT = {
     "yes": "runs natively: every library has SASS for it where its kernel choice needs it",
+    "documented": "runs natively where the scan can tell; the rest only as NVIDIA documents it "
+    "(their kernels are outside what the scan reads)",
     "jit": "runs, but some kernels only after a PTX JIT compile at first use",
     "no": "does NOT run: some library has no code for it where its kernel choice needs it "
     "('no kernel image is available for execution on the device')",
@@ -166,7 +169,10 @@ def _text(
         f"{scan['without_device_code']} without"
     )
     for g in gpus:
-        lines.append(f"{g['name']}: {_VERDICT[g['verdict']]}")
+        line = f"{g['name']}: {_VERDICT[g['verdict']]}"
+        if g["documented"]:
+            line += f"; judged from NVIDIA's documentation only: {', '.join(g['documented'])}"
+        lines.append(line)
     return "\n".join(lines)
 
 

@@ -20,7 +20,7 @@ from rich.text import Text
 
 from builder import lock as lockfile
 from builder.build import Builder, BuildsFailed, Outcome, Ui
-from builder.build_plan import BuildOptions, default_paths, plan_cells
+from builder.build_plan import BuildOptions, default_paths, plan_cells, refuse_bad_options
 from builder.commands.common import add_engine_options, shared_options, workspace
 from builder.engines.base import EngineError, EngineUnavailable, short_id
 from builder.engines.build_log import STEP_LINE
@@ -55,14 +55,25 @@ def register(sub: Any) -> None:
         type=Path,
         metavar="DIR",
         default=_env_path("TRAINIMG_WHEELHOUSE") or Path(".cache/wheelhouse"),
-        help="install wheels only from DIR (--no-index --require-hashes, --network none): each "
+        help="install wheels only from DIR (--no-index --require-hashes, no network): each "
         "cell's whole dependency closure, hash-checked against DIR/wheelhouse.lock; default: "
         "$TRAINIMG_WHEELHOUSE or .cache/wheelhouse (`trainimg wheelhouse` fills it)",
     )
     p.add_argument(
         "--network",
         metavar="NET",
-        help="network for RUN steps (none, host, bridge, a network name); default: none",
+        help="network of the stage that installs OS packages (EL9 cells: dnf from their "
+        "repositories or a mirror; host, bridge, a network name); default: the engine's own. "
+        "Every stage that installs wheels builds with none; a cell without OS packages (the "
+        "Debian cells) builds with NET (default none)",
+    )
+    p.add_argument(
+        "--mirrors",
+        type=Path,
+        metavar="FILE",
+        help="a YAML file with matrix.yaml's `mirrors:` (each EL9 OS's repositories and "
+        "NVIDIA's CUDA repository: baseurls, the key's sha256, an optional CA), laid over the "
+        "matrix's own for this build (docs/build.md)",
     )
     p.add_argument(
         "--pull",
@@ -200,7 +211,9 @@ def run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         trainer_dir=args.trainer.resolve() if args.trainer else None,
         lock_path=args.lock,
+        mirrors=args.mirrors,
     )
+    refuse_bad_options(ws, cells, opts)
     lock_path, work_dir = default_paths(ws, opts)
     lockfile.read(lock_path)  # an unreadable lock stops us here, not after a build
     # Not a terminal (CI logs, pipes): wide enough that cell names and tags are not cut.

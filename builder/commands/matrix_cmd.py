@@ -7,10 +7,11 @@ import json
 from typing import Any
 
 from builder import labels as lab
+from builder import lock as lockfile
 from builder.commands.common import shared_options, workspace
 from builder.facts import torch_builds
 from builder.judgement.finding import Finding
-from builder.judgement.matrix import check_cell, violation
+from builder.judgement.matrix import check_cell, check_lock, violation
 from builder.judgement.severity import BLOCK, WARN
 from builder.matrix.model import Cell, Excluded
 
@@ -167,6 +168,15 @@ def run_check(args: argparse.Namespace) -> int:
     ws = workspace(args, strict=False)
     problems: list[tuple[Cell, Finding]] = [
         (c, f) for c in ws.cells for f in check_cell(c, ws.today) if f.severity in (BLOCK, WARN)
+    ]
+    # and each cell against its last build (images/lock.json beside the matrix, when there)
+    records = lockfile.read(ws.root / lockfile.DEFAULT_PATH)
+    problems += [
+        (c, f)
+        for c in ws.cells
+        if c.name in records
+        for f in check_lock(c, records[c.name], ws.today)
+        if f.severity in (BLOCK, WARN)
     ]
     errors = [(c, f) for c, f in problems if f.severity is BLOCK]
     warnings = [(c, f) for c, f in problems if f.severity is WARN]

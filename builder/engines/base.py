@@ -71,6 +71,7 @@ class BuildRequest:
     # Creation time of the image, its history and every file in its layers (libpod's build
     # `timestamp`); None: the clock. Docker's classic builder has no equivalent and ignores it.
     timestamp: int | None = None
+    target: str | None = None  # build only up to this stage (its name in the Containerfile)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tags", tuple(self.tags))

@@ -80,6 +80,7 @@ class DockerEngine(SdkEngine):
             buildargs=request.buildargs,
             labels=request.labels,
             network_mode=request.network,
+            target=request.target,
             pull=request.pull,
             nocache=request.nocache,
         )

@@ -81,6 +81,8 @@ class PodmanEngine(SdkEngine):
             query["networkmode"] = request.network
         if request.timestamp is not None:
             query["timestamp"] = str(request.timestamp)
+        if request.target:
+            query["target"] = request.target
         with self._posted("/build", query, data=body, headers=TAR) as response:
             response.raise_for_status()
             yield json_lines(response)

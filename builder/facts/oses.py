@@ -95,6 +95,18 @@ _CRB = Source(
 )
 
 
+# What an EL9 rebuild's repositories keep: the `9` tree serves the current minor only (9.7 in
+# December 2026); the builds of older minors move to the vault, so a pin on one package version
+# stops resolving at the next errata, while the package name and its series stay for the life
+# of the release (RHEL 9 application compatibility: python3.12 stays 3.12, the system gcc 11).
+EL9_REPOS_KEEP_CURRENT_MINOR = Source(
+    "https://wiki.rockylinux.org/rocky/version/ (only the latest minor is maintained; older "
+    "minors in https://dl.rockylinux.org/vault/rocky/) and https://access.redhat.com/articles/"
+    "rhel9-abi-compatibility (application compatibility within RHEL 9)",
+    confirmed=False,
+)
+
+
 DISTROS: dict[str, Distro] = {
     d.key: d
     for d in (

@@ -8,14 +8,15 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from builder import validate as v
-from builder.errors import MatrixError
 from builder.facts import drivers as driver_rules
 from builder.facts.driver_version import DriverVersion
 from builder.facts.gpus import GPUS
 from builder.facts.oses import DISTROS
 from builder.matrix import model as m
+from builder.matrix.mirrors import TOP as TOP_MIRRORS
+from builder.matrix.mirrors import apply_mirrors, read_mirrors
 from builder.matrix.reader import Reader
-from builder.matrix.yamlnodes import keypath_join, load
+from builder.matrix.yamlnodes import keypath_join, load, read_text
 
 SCHEMA_VERSION = "1"
 NAME_FIELDS = ("os", "accelerator", "driver", "cuda", "gcc", "python", "torch", "fp8", "flavour")
@@ -24,20 +25,17 @@ NAME_FIELDS = ("os", "accelerator", "driver", "cuda", "gcc", "python", "torch", 
 def load_matrix(path: str | Path) -> m.Matrix:
     """Read and validate a matrix file. Raises MatrixError naming file, line and key path."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise MatrixError(str(p), "no such file (expected the compatibility matrix here)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MatrixError(str(p), f"cannot read: {exc}") from None
-    return parse_matrix(text, str(p))
+    return parse_matrix(read_text(p, "the compatibility matrix"), str(p))
 
 
 def parse_matrix(text: str, path: str = "matrix.yaml") -> m.Matrix:
     tree, lines = load(text, path)
     r = Reader(path, lines)
     top = r.mapping(
-        tree, "", ("schema", "project", "oses", "drivers", "cuda", "groups"), ("python_packages",)
+        tree,
+        "",
+        ("schema", "project", "oses", "drivers", "cuda", "groups"),
+        ("python_packages", TOP_MIRRORS),
     )
     if top["schema"] != SCHEMA_VERSION:
         r.fail("schema", f"unsupported schema {top['schema']!r}: this trainimg reads schema 1")
@@ -64,7 +62,8 @@ def parse_matrix(text: str, path: str = "matrix.yaml") -> m.Matrix:
                 keypath_join(keypath_join("groups", i), "name"), f"duplicate group name {name!r}"
             )
     project = _project(r, top["project"])
-    return m.Matrix(path, project, oses, drivers, cudas, packages, groups, lines)
+    matrix = m.Matrix(path, project, oses, drivers, cudas, packages, groups, lines=lines)
+    return apply_mirrors(matrix, read_mirrors(r, top.get(TOP_MIRRORS)), r)
 
 
 def _project(r: Reader, value: Any) -> m.Project:
@@ -101,14 +100,21 @@ def _project(r: Reader, value: Any) -> m.Project:
     )
 
 
-def _pins(r: Reader, value: Any, kp: str, pattern: v.Pattern) -> tuple[m.Pin, ...]:
+def _pins(
+    r: Reader, value: Any, kp: str, pattern: v.Pattern, *, os_family: str = ""
+) -> tuple[m.Pin, ...]:
+    """name -> version pins; `os_family` el9 reads an OS package's pin (`_el9_os_pin`)."""
     if value is None:
         return ()
     d = r.mapping(value, kp, open_keys=True)
     pins = []
     for key, version in d.items():
         name = r.text(key, keypath_join(kp, key), v.PACKAGE)
-        pins.append(m.Pin(name, _package_version(r, version, keypath_join(kp, key), pattern, name)))
+        ikp = keypath_join(kp, key)
+        if os_family == "el9":
+            pins.append(_el9_os_pin(r, version, ikp, name))
+        else:
+            pins.append(m.Pin(name, _package_version(r, version, ikp, pattern, name)))
     return tuple(pins)
 
 
@@ -123,6 +129,30 @@ def _package_version(r: Reader, value: Any, kp: str, pattern: v.Pattern, name: s
             "or [EPOCH:]VERSION-RELEASE (one build, e.g. '2:4.9-15.el9')",
         )
     return r.text(value, kp, pattern)
+
+
+def _el9_os_pin(r: Reader, value: Any, kp: str, name: str) -> m.Pin:
+    """An EL9 OS package: the version series EL guarantees ('3.12', '11': installed by name,
+    checked after) - its repositories keep only the current minor's builds, so a pin on one
+    version stops resolving at the next errata - or one [EPOCH:]VERSION-RELEASE build, which
+    only a dated snapshot mirror keeps."""
+    if isinstance(value, str) and any(c in value for c in "*?["):
+        r.fail(
+            kp,
+            f"{value!r} is a glob: give the version series EL guarantees (e.g. '3.12', "
+            "'11': the build checks the installed version against it) or one build "
+            "[EPOCH:]VERSION-RELEASE (e.g. '2:4.9-15.el9', for a dated snapshot mirror)",
+        )
+    if isinstance(value, str) and v.RPM_SERIES.matches(value):
+        return m.Pin(name, value, series=True)
+    if isinstance(value, str) and v.RPM_BUILD.matches(value):
+        return m.Pin(name, value)
+    r.fail(
+        kp,
+        f"invalid EL9 package pin {value!r} for {name}: give the version series EL "
+        "guarantees (e.g. '3.12', '11') or one build [EPOCH:]VERSION-RELEASE (e.g. "
+        "'2:4.9-15.el9')",
+    )
 
 
 def version_pattern(family: str) -> v.Pattern:
@@ -158,23 +188,25 @@ def _os(r: Reader, key: str, value: Any) -> m.OsSpec:
         p = r.mapping(pin, pkp, ("package",), ("version",))
         version = p.get("version")
         name = r.text(p["package"], f"{pkp}.package", v.PACKAGE)
-        if version is None and pattern is v.RPM_VERSION:
+        family = DISTROS[distro_key].family
+        if version is None and family == "el9":
             r.fail(
                 pkp,
-                f"missing required key 'version': dnf installs {name} on EL9, pinned "
-                "(VERSION or [EPOCH:]VERSION-RELEASE, e.g. '3.12.12')",
+                f"missing required key 'version': dnf installs {name} on EL9, pinned to the "
+                f"series EL guarantees (e.g. '{ver}') or one build [EPOCH:]VERSION-RELEASE",
             )
-        python[ver] = m.Pin(
-            name,
-            ""
-            if version is None
-            else _package_version(r, version, f"{pkp}.version", pattern, name),
-        )
+        if version is None:
+            python[ver] = m.Pin(name, "")
+        elif family == "el9":
+            python[ver] = _el9_os_pin(r, version, f"{pkp}.version", name)
+        else:
+            python[ver] = m.Pin(name, _package_version(r, version, f"{pkp}.version", pattern, name))
+    family = DISTROS[distro_key].family
     gcc: dict[str, tuple[m.Pin, ...]] = {}
     for major, spec in r.mapping(d.get("gcc", {}), f"{kp}.gcc", open_keys=True).items():
         gkp = keypath_join(f"{kp}.gcc", major)
         r.text(major, gkp, v.GCC)
-        gcc[major] = _pins(r, spec, gkp, pattern)
+        gcc[major] = _pins(r, spec, gkp, pattern, os_family=family)
     distro = DISTROS[distro_key]
     devel_repos: list[str] = []
     for i, item in enumerate(r.seq(d.get("devel_repos", []), f"{kp}.devel_repos", non_empty=False)):
@@ -195,8 +227,10 @@ def _os(r: Reader, key: str, value: Any) -> m.OsSpec:
         local=local,
         python=python,
         gcc=gcc,
-        packages=_pins(r, d.get("packages"), f"{kp}.packages", pattern),
-        devel_packages=_pins(r, d.get("devel_packages"), f"{kp}.devel_packages", pattern),
+        packages=_pins(r, d.get("packages"), f"{kp}.packages", pattern, os_family=family),
+        devel_packages=_pins(
+            r, d.get("devel_packages"), f"{kp}.devel_packages", pattern, os_family=family
+        ),
         devel_repos=tuple(devel_repos),
     )
 

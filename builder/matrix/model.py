@@ -19,14 +19,50 @@ EXCLUSION_CODES = ("policy", "upstream", "rule", "capacity")
 
 @dataclass(frozen=True)
 class Pin:
-    """An OS package pinned to a version: rpm `VERSION` / `[EPOCH:]VERSION-RELEASE`, deb `=`."""
+    """A package pinned to a version: rpm `VERSION` (every release of it) or
+    `[EPOCH:]VERSION-RELEASE` (one build), deb `=`; or, for an EL9 OS package, the version
+    series EL guarantees (`series`: '3.12', '11'), installed by name and checked after."""
 
     name: str
     version: str
+    series: bool = False
 
-    @property
-    def exact(self) -> bool:
-        return not self.version.endswith(".*")
+
+@dataclass(frozen=True)
+class RepoMirror:
+    """A site's mirror (or dated snapshot) of an OS's package repositories: it replaces the
+    base image's own .repo files. Every package is still signature-checked (gpgcheck=1) against
+    `gpgkey`, which the build fetches and checks by its sha256 before importing it."""
+
+    repos: dict[str, str]  # repository id -> baseurl, in matrix order
+    gpgkey: str  # http(s):// or file:///etc/pki/rpm-gpg/... (a key the base image carries)
+    gpgkey_sha256: str
+    ca: str | None = None  # a CA certificate for https baseurls, fetched and sha256-checked
+    ca_sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class CudaMirror:
+    """A mirror of NVIDIA's CUDA repository for one OS family (its packages are NVIDIA's, so
+    its key is NVIDIA's: `gpgkey_sha256` defaults to the matrix's)."""
+
+    repo: str
+    gpgkey: str
+    gpgkey_sha256: str | None = None
+    ca: str | None = None
+    ca_sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class Mirrors:
+    """matrix.yaml's `mirrors:` (or a `trainimg build --mirrors FILE`): os key -> its mirror,
+    OS family -> NVIDIA's repository mirror."""
+
+    oses: dict[str, RepoMirror] = field(default_factory=dict)
+    cuda: dict[str, CudaMirror] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.oses or self.cuda)
 
 
 @dataclass(frozen=True)
@@ -41,6 +77,7 @@ class OsSpec:
     packages: tuple[Pin, ...]  # always installed
     devel_packages: tuple[Pin, ...] = ()  # devel flavour only (make, ninja-build)
     devel_repos: tuple[str, ...] = ()  # repository ids the devel install enables (EL9: crb)
+    mirror: RepoMirror | None = None  # the site's mirror of its repositories (matrix mirrors:)
 
     @property
     def family(self) -> str:
@@ -68,6 +105,8 @@ class CudaRepo:
     gpgkey_sha256: str
     runtime: tuple[Pin, ...]
     devel: tuple[Pin, ...]
+    ca: str | None = None  # a mirror's CA certificate (matrix mirrors:), sha256-checked
+    ca_sha256: str | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +159,7 @@ class Matrix:
     cuda: dict[str, CudaSpec]
     python_packages: tuple[Pin, ...]
     groups: tuple[Group, ...]
+    mirrors: Mirrors = field(default_factory=Mirrors)  # already applied to oses and cuda
     # key path -> line, for messages about values after loading (rule violations)
     lines: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 

@@ -6,6 +6,7 @@ PyYAML's composer keeps marks on nodes; this walks them once. Numbers stay as th
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -19,6 +20,17 @@ def keypath_join(parent: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{parent}[{key}]"
     return f"{parent}.{key}" if parent else key
+
+
+def read_text(path: Path, what: str) -> str:
+    """The file's text; a missing or unreadable file is a MatrixError naming it (`what`: what
+    was expected there)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MatrixError(str(path), f"no such file (expected {what} here)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MatrixError(str(path), f"cannot read: {exc}") from None
 
 
 def load(text: str, path: str) -> tuple[Tree, dict[str, int]]:

@@ -37,7 +37,7 @@ from builder.preflight.record_files import (
     MAX_RECORD_FILE_BYTES,
     RecordError,
     host_files,
-    read_text,
+    read_capped,
     regular_file,
 )
 from builder.preflight.shown import shown
@@ -115,7 +115,7 @@ class Record:
         root = root.resolve()
         path = regular_file(root, RECORD_FILE, "the record file", MAX_RECORD_FILE_BYTES)
         try:
-            meta = safe_load_yaml(read_text(path, MAX_RECORD_FILE_BYTES))
+            meta = safe_load_yaml(read_capped(path, MAX_RECORD_FILE_BYTES))
         except OSError as exc:
             raise RecordError(f"{path}: cannot read the record ({exc.strerror})") from None
         except yaml.YAMLError as exc:
@@ -143,7 +143,7 @@ class Record:
         recs = [
             Recording(
                 SHORT.get(key) or _argv_of(key),
-                read_text(out) if out is not None else spec.get("stdout", ""),
+                read_capped(out) if out is not None else spec.get("stdout", ""),
                 spec.get("stderr", ""),
                 int(spec.get("rc", 0)),
                 spec.get("origin", ""),
@@ -202,7 +202,7 @@ class ReplayHost:
             path = self.record.files.get(argv[1])
             if path is None:
                 return Result(1, "", f"cat: {argv[1]}: No such file or directory\n")
-            return Result(0, read_text(path), "")
+            return Result(0, read_capped(path), "")
         if prog == "ls":
             return self._ls(argv)
         if prog in self.record.programs or prog in ("uname", "df"):

@@ -84,7 +84,7 @@ def host_files(root: Path) -> dict[str, Path]:
     return out
 
 
-def read_text(path: Path, cap: int = MAX_FILE_BYTES) -> str:
+def read_capped(path: Path, cap: int = MAX_FILE_BYTES) -> str:
     """A checked file's text, read no further than its cap (it may have grown since)."""
     with path.open("rb") as f:
         data = f.read(cap + 1)

@@ -13,7 +13,8 @@ from builder import lock
 from builder.lock import BuildRecord, LockFileError
 
 KEYS = {"image_id", "tags", "digest", "size", "base_image", "base_digest", "labels", "torch",
-        "cuda", "engine", "built_at", "content_hash", "pushed", "wheels", "parent"}  # fmt: skip
+        "cuda", "engine", "built_at", "content_hash", "pushed", "wheels", "parent",
+        "packages"}  # fmt: skip
 
 
 def record(image: str = "sha256:" + "a" * 64, chash: str = "0123456789abcdef") -> BuildRecord:

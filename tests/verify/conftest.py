@@ -32,6 +32,10 @@ CU128_WHEELHOUSE = TEST_CACHE / "wheelhouse-cu128"  # tests/conftest.py cu128_wh
 TORCH_SPEC = "torch==2.9.1"  # a cu128 build on PyPI (builder/facts/torch_builds.py)
 CURAND_SPEC = "nvidia-curand-cu12==10.3.9.90"  # the cuRAND torch 2.9.1 pins; 64 MB
 CUOBJDUMP_SPEC = "nvidia-cuda-cuobjdump==13.2.51"  # NVIDIA's lister, 0.3 MB
+# The NCCL and NVSHMEM torch 2.9.1 pins (its wheel METADATA): both keep their device link's
+# relocatable inputs (__nv_relfatbin) ahead of the .nv_fatbin the runtime loads. 322 + 125 MB.
+NCCL_SPEC = "nvidia-nccl-cu12==2.27.5"
+NVSHMEM_SPEC = "nvidia-nvshmem-cu12==3.3.20"
 PLATFORM = ["--python-version", "3.11", "--only-binary=:all:"]
 PLATFORMS = [
     "manylinux_2_28_x86_64",
@@ -126,13 +130,27 @@ def libtorch_cuda(torch_cu128: Path) -> Path:
     return torch_cu128 / "torch" / "lib" / "libtorch_cuda.so"
 
 
+def wheel_file(spec: str, into: str, member: str) -> Path:
+    """One file of a PyPI wheel, extracted once into .cache/verify/<into>/."""
+    path = CACHE / into / member
+    if not path.exists():
+        extract(fetch_wheel(spec), member, CACHE / into)
+    return path
+
+
 @pytest.fixture(scope="session")
 def libcurand() -> Path:
-    root = CACHE / "curand-10.3.9.90"
-    lib = root / "nvidia" / "curand" / "lib" / "libcurand.so.10"
-    if not lib.exists():
-        extract(fetch_wheel(CURAND_SPEC), "nvidia/curand/lib/", root)
-    return lib
+    return wheel_file(CURAND_SPEC, "curand-10.3.9.90", "nvidia/curand/lib/libcurand.so.10")
+
+
+@pytest.fixture(scope="session")
+def libnccl() -> Path:
+    return wheel_file(NCCL_SPEC, "nccl-2.27.5", "nvidia/nccl/lib/libnccl.so.2")
+
+
+@pytest.fixture(scope="session")
+def libnvshmem_host() -> Path:
+    return wheel_file(NVSHMEM_SPEC, "nvshmem-3.3.20", "nvidia/nvshmem/lib/libnvshmem_host.so.3")
 
 
 @pytest.fixture(scope="session")
@@ -194,6 +212,15 @@ BROKEN = {
         "USER 1000:1000\n"
     ),
 }
+# The layout before images ran under any uid: home and /ckpt uid 1000's alone, no USER for
+# getpass. Only train_any_uid fails (before any training); kept out of BROKEN, whose images
+# test_no_container_left_after_20_runs rotates through expecting failures from other checks.
+UID_1000_ONLY = (
+    "USER root\n"
+    "RUN chown 1000:1000 /ckpt /home/trainer && chmod 755 /ckpt /home/trainer\n"
+    'ENV USER="" LOGNAME=""\n'
+    "USER 1000:1000\n"
+)
 
 
 @pytest.fixture(scope="session")
@@ -230,7 +257,7 @@ def broken_images(
 ) -> dict[str, str]:
     """Images derived from the CPU image by one-line Containerfiles, each broken on purpose."""
     out = {}
-    for name, body in BROKEN.items():
+    for name, body in (*BROKEN.items(), ("uid-1000-only", UID_1000_ONLY)):
         ctx = tmp_path_factory.mktemp(name)
         (ctx / "Containerfile").write_text(f"FROM {verify_cpu_image}\n{body}")
         tag = f"localhost/trainimg-verify-broken:{name}"

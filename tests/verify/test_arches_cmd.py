@@ -55,6 +55,12 @@ def test_parse_gpu() -> None:
         ([["sm_120"], ["sm_90"]], (12, 0), "no"),  # one module short: not covered
         ([["sm_120"], ["compute_90"]], (12, 1), "jit"),
         ([["lto_90"]], (9, 0), "no"),
+        # a module of another GPU's arch-specific code only is never loaded here (libnccl's
+        # sm_100f kernels on an H100); one of plain code for older GPUs only is a gap
+        ([["sm_90", "sm_100"], ["sm_100f"]], (9, 0), "yes"),
+        ([["sm_90", "sm_100"], ["sm_100a", "sm_120a"]], (9, 0), "yes"),
+        ([["sm_90", "sm_100"], ["sm_80"]], (9, 0), "no"),
+        ([["sm_90"], ["sm_100f"]], (12, 0), "no"),  # the general module lacks sm_120
     ],
 )
 def test_coverage_rules(modules: list[list[str]], cc: tuple[int, int], verdict: str) -> None:
@@ -127,3 +133,29 @@ def test_reader_source_is_self_contained() -> None:
     src = image_scan.reader_source()
     imports = [ln for ln in src.splitlines() if ln.startswith(("import ", "from "))]
     assert imports and all("builder" not in ln for ln in imports), imports
+
+
+def test_documented_is_never_said_to_run_natively(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """cuFFT keeps its kernels outside .nv_fatbin: its verdict is NVIDIA's documentation, and a
+    summary that rests on it says so instead of "runs natively"."""
+    d = tmp_path / "site" / "nvidia" / "cufft" / "lib"
+    d.mkdir(parents=True)
+    both = container(entry(SASS, 90), entry(SASS, 100), entry(SASS, 120))
+    (d.parent.parent.parent / "libboth.so").write_bytes(elf64({".nv_fatbin": both}))
+    (d / "libcufft.so.11").write_bytes(elf64({".nv_fatbin": container(entry(SASS, 52))}))
+    covs = [
+        arches.library_coverage(lib.to_dict(), (10, 0)) for lib in scan_paths([tmp_path]).libraries
+    ]
+    assert sorted(c.verdict for c in covs) == ["documented", "yes"]
+    assert arches.overall(covs) == "documented"
+    assert arches.documented_only(covs) == [str(d / "libcufft.so.11")]
+    assert main(["arches", str(tmp_path / "site"), "--gpu", "b200"]) == 0
+    out = capsys.readouterr().out
+    assert "runs natively:" not in out
+    assert "NVIDIA B200 (sm_100): runs natively where the scan can tell" in out
+    assert "judged from NVIDIA's documentation only: libcufft.so.11" in out
+    assert main(["arches", str(tmp_path / "site"), "--gpu", "b200", "--json"]) == 0
+    [gpu] = json.loads(capsys.readouterr().out)["gpus"]
+    assert gpu["verdict"] == "documented" and gpu["documented"] == ["libcufft.so.11"]

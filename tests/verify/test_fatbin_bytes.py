@@ -240,3 +240,22 @@ def test_damaged_input_raises_only_fatbin_errors(
         assert exc.path == str(lib) and exc.message
     else:
         assert all(e.size >= 0 and e.container < scan.containers for e in scan.entries)
+
+
+def test_executable_fatbin_wins_over_relocatable_link_inputs(tmp_path: Path) -> None:
+    """libnccl, libnvshmem_host and libtorch_nvshmem keep their device link's relocatable inputs
+    (`__nv_relfatbin`, here sm_90 only) ahead of `.nv_fatbin` (what the CUDA runtime loads, here
+    sm_90 and sm_100): the reader lists `.nv_fatbin`, wherever it lies in the file."""
+    relocatable = container(entry(SASS, 90), entry(PTX, 90))
+    executable = container(entry(SASS, 90), entry(SASS, 100), entry(SASS, 120))
+    both = elf64({"__nv_relfatbin": relocatable, ".nv_fatbin": executable})
+    scan = scan_file(write(tmp_path, "libnvshmem_host.so.3", both))
+    assert scan.section == ".nv_fatbin"
+    assert scan.sass == ["sm_90", "sm_100", "sm_120"] and scan.ptx == []
+    # only the relocatable inputs: those are what there is to list
+    alone = scan_file(write(tmp_path, "k.o", elf64({"__nv_relfatbin": relocatable})))
+    assert alone.section == "__nv_relfatbin" and alone.sass == ["sm_90"]
+    # an empty (NOBITS) .nv_fatbin is no device code, even beside relocatable inputs
+    nobits = elf64({"__nv_relfatbin": relocatable, ".nv_fatbin": b""}, nobits=(".nv_fatbin",))
+    with pytest.raises(NoDeviceCode):
+        scan_file(write(tmp_path, "libempty.so", nobits))

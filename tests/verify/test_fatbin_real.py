@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 from packaging.version import Version
 
 from builder import arches as coverage
+from builder import fatbin
 from builder.facts import torch_builds
 from builder.fatbin import scan_file, scan_paths
 
@@ -55,6 +58,62 @@ def test_libtorch_cuda_has_blackwell_sass_and_no_maxwell(libtorch_cuda: Path) ->
     assert elapsed < 15, f"scanning {libtorch_cuda.name} took {elapsed:.1f}s: headers only?"
 
 
+def test_the_executable_fatbin_decides_nccl_and_nvshmem(
+    libnccl: Path, libnvshmem_host: Path, torch_cu128: Path, cuobjdump: Path
+) -> None:
+    """Three libraries keep their device link's relocatable inputs (`__nv_relfatbin`) ahead of
+    the `.nv_fatbin` the runtime loads. The reader lists `.nv_fatbin`, entry for entry what
+    cuobjdump lists, and B200, RTX 5090 and H100 run all three natively; judged from the
+    relocatable inputs, as the reader did when it took the first section, two of them ran on
+    Blackwell "only by JIT"."""
+    libtorch_nvshmem = torch_cu128 / "torch" / "lib" / "libtorch_nvshmem.so"
+    gpus = {"b200": (10, 0), "rtx5090": (12, 0), "h100": (9, 0)}
+    relocatable_said = {}
+    for lib in (libnccl, libnvshmem_host, libtorch_nvshmem):
+        scan = scan_file(lib)
+        assert scan.section == ".nv_fatbin", lib.name
+        ours = [(e.kind, e.name, e.arch, e.suffix) for e in scan.entries]
+        assert _cuobjdump_names(ours) == cuobjdump_list(cuobjdump, lib), lib.name
+        for gpu, cc in gpus.items():
+            cov = coverage.library_coverage(scan.to_dict(), cc)
+            assert cov.verdict == "yes", (lib.name, gpu, cov.explain())
+        with lib.open("rb") as f:
+            end = _relocatable_section(f, str(lib))
+            entries, count = fatbin._walk(f, str(lib), *end)
+        modules = [
+            sorted({e.name for e in entries if e.container == i}, key=fatbin.arch_key)
+            for i in range(count)
+        ]
+        relocatable_said[lib.name] = coverage.coverage(lib.name, modules, gpus["b200"]).verdict
+    assert relocatable_said == {
+        "libnccl.so.2": "yes",
+        "libnvshmem_host.so.3": "jit",
+        "libtorch_nvshmem.so": "jit",
+    }
+    # libnccl's four sm_100f-only modules (Blackwell-family kernels) never load on an H100
+    h100 = coverage.library_coverage(scan_file(libnccl).to_dict(), gpus["h100"])
+    assert (h100.modules, h100.native, h100.elsewhere, h100.missing) == (16, 12, 4, 0)
+
+
+def _relocatable_section(f: BinaryIO, path: str) -> tuple[int, int]:
+    """[start, end) of a library's `__nv_relfatbin` section (the test's own ELF walk)."""
+    f.seek(0)
+    head = f.read(64)
+    shoff, shnum, shstrndx = (
+        struct.unpack_from("<Q", head, 40)[0],
+        *struct.unpack_from("<HH", head, 60),
+    )
+    f.seek(shoff)
+    table = f.read(64 * shnum)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", table, 64 * i) for i in range(shnum)]
+    f.seek(sections[shstrndx][4])
+    names = f.read(sections[shstrndx][5])
+    for sh in sections:
+        if names[sh[0] :].split(b"\0", 1)[0] == b"__nv_relfatbin":
+            return sh[4], sh[4] + sh[5]
+    raise AssertionError(f"{path}: no __nv_relfatbin section")
+
+
 def test_torch_lib_directory(torch_cu128: Path) -> None:
     result = scan_paths([torch_cu128 / "torch" / "lib"])
     names = {Path(lib.path).name: lib for lib in result.libraries}
@@ -64,11 +123,12 @@ def test_torch_lib_directory(torch_cu128: Path) -> None:
     for name in ("libtorch_cuda.so", "libtorch_cuda_linalg.so"):
         assert {"sm_100", "sm_120"} <= set(names[name].in_every_container("sass")), name
     assert "sm_50" in names["libtorch_cuda_linalg.so"].sass  # its bundled solvers keep Maxwell
-    # libtorch_nvshmem.so: two of its modules carry SASS only up to sm_90, plus compute_90 PTX,
-    # so on Blackwell they run only after a JIT compile; on Hopper they run natively.
-    nvshmem = names["libtorch_nvshmem.so"].to_dict()
-    assert coverage.library_coverage(nvshmem, (10, 0)).verdict == "jit"
-    assert coverage.library_coverage(nvshmem, (9, 0)).verdict == "yes"
+    # libtorch_nvshmem.so: its executable fatbin runs natively on Blackwell and Hopper (its
+    # relocatable link inputs, which the reader does not judge, carry PTX up to compute_90)
+    nvshmem = names["libtorch_nvshmem.so"]
+    assert nvshmem.section == ".nv_fatbin"
+    assert coverage.library_coverage(nvshmem.to_dict(), (10, 0)).verdict == "yes"
+    assert coverage.library_coverage(nvshmem.to_dict(), (9, 0)).verdict == "yes"
     assert coverage.library_coverage(names["libtorch_cuda.so"].to_dict(), (6, 1)).verdict == "no"
 
 

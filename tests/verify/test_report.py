@@ -44,7 +44,9 @@ CHECKS = [
     "train_bf16",
     "train_fp8_fwd",
     "train_compile",
+    "train_any_uid",
     "cpp_extension",
+    "cuda_extension",
     "nvidia_environment",
     "labels",
     "default_user_not_root",
@@ -148,6 +150,7 @@ def test_mixed_outcomes_and_reports(local_ctx: dict[str, Any], tmp_path: Path) -
         "nvidia_environment": "passed",
         # not applicable / no GPU: skipped with the reason, never passed
         "cpp_extension": "skipped",
+        "cuda_extension": "skipped",
         "nvidia_smi": "skipped",
         "sm_kernels_arch_flags": "skipped",
         # a CPU cell whose libraries carry CUDA kernels: a failure that says why
@@ -157,6 +160,7 @@ def test_mixed_outcomes_and_reports(local_ctx: dict[str, Any], tmp_path: Path) -
         "train_bf16": "error",
         "train_fp8_fwd": "error",
         "train_compile": "error",
+        "train_any_uid": "error",
     }
     assert outcome == want, {n: by_name[n].message for n in outcome if outcome[n] != want[n]}
     if machine["torch_version"] == "passed":
@@ -171,7 +175,13 @@ def test_mixed_outcomes_and_reports(local_ctx: dict[str, Any], tmp_path: Path) -
     assert (
         "torch carries CUDA kernels: libtorch_cuda.so" in by_name["sm_kernels_fatbin_scan"].message
     )
-    for name in ("trainer_version", "train_bf16", "train_fp8_fwd", "train_compile"):
+    for name in (
+        "trainer_version",
+        "train_bf16",
+        "train_fp8_fwd",
+        "train_compile",
+        "train_any_uid",
+    ):
         assert "trainer" in by_name[name].message, (name, by_name[name])
 
     report = Report(
@@ -194,7 +204,7 @@ def test_mixed_outcomes_and_reports(local_ctx: dict[str, Any], tmp_path: Path) -
     tag = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP"}
     assert f"{tag[machine['default_user_not_root']]:<5} default_user_not_root" in text
     assert text.splitlines()[-1] == (
-        f"FAILED: 16 checks: {counts['passed']} passed, {counts['failed']} failed, "
+        f"FAILED: 18 checks: {counts['passed']} passed, {counts['failed']} failed, "
         f"{counts['error']} errors, {counts['skipped']} skipped (skipped is not passed)"
     )
     data = json.loads(report.to_json())
@@ -206,7 +216,7 @@ def test_mixed_outcomes_and_reports(local_ctx: dict[str, Any], tmp_path: Path) -
     suite = ET.parse(junit).getroot()  # noqa: S314 - the report this test just wrote
     suite = suite if suite.tag == "testsuite" else suite[0]
     assert suite.get("name") == "trainimg-verify"
-    assert int(suite.get("tests", 0)) == 16
+    assert int(suite.get("tests", 0)) == 18
     assert int(suite.get("failures", 0)) == counts["failed"]
     assert int(suite.get("skipped", 0)) == counts["skipped"]
     skipped = [tc for tc in suite.iter("testcase") if tc.find("skipped") is not None]

@@ -20,6 +20,8 @@ from builder.verify.report import Report
 from builder.verify.runner import verify
 from builder.verify.target import load_workspace
 
+from .conftest import BROKEN
+
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 WS = load_workspace(str(REPO / "matrix.yaml"))
@@ -40,7 +42,7 @@ def outcomes(report: Report) -> dict[str, str]:
 def test_cpu_image_passes_or_skips_with_reasons(verify_cpu_image: str, verify_engine: Any) -> None:
     report = run(verify_engine, verify_cpu_image)
     assert report.ok, report.text()
-    assert len(report.checks) == 16 and report.matrix
+    assert len(report.checks) == 18 and report.matrix
     for check in report.checks:
         assert check.outcome in ("passed", "skipped"), report.text()
         if check.outcome == "skipped":
@@ -50,6 +52,7 @@ def test_cpu_image_passes_or_skips_with_reasons(verify_cpu_image: str, verify_en
     assert got["sm_kernels_arch_flags"] == "skipped"
     assert _msg(report, "sm_kernels_arch_flags").startswith("not applicable: a CPU cell")
     assert got["sm_kernels_fatbin_scan"] == "skipped" and got["cpp_extension"] == "skipped"
+    assert got["cuda_extension"] == "skipped"
     assert got["gcc_version"] == "passed"  # the runtime image carries gcc for torch.compile
     for name in (
         "os_release",
@@ -62,8 +65,12 @@ def test_cpu_image_passes_or_skips_with_reasons(verify_cpu_image: str, verify_en
         "train_bf16",
         "train_fp8_fwd",
         "train_compile",
+        "train_any_uid",
     ):
         assert got[name] == "passed", report.text()
+    any_uid = " ".join(next(c for c in report.checks if c.name == "train_any_uid").details)
+    assert "uid 12345 gid 0 (getpass: trainer, HOME /home/trainer)" in any_uid, any_uid
+    assert "resumed to step" in any_uid
     if (REPO / "trainer" / "__init__.py").is_file():  # the version this tree bundles
         assert got["trainer_version"] == "passed", report.text()
     bf16 = " ".join(next(c for c in report.checks if c.name == "train_bf16").details)
@@ -88,9 +95,24 @@ def test_root_user(broken_images: dict[str, str], verify_engine: Any) -> None:
     assert "default user is root" in _msg(report, "default_user_not_root")
 
 
+def test_an_image_for_uid_1000_only(broken_images: dict[str, str], verify_engine: Any) -> None:
+    """The image layout before any uid could run it: OpenShift's arbitrary uid finds no user
+    name (getpass falls through to the passwd database) and could not write /ckpt."""
+    report = run(verify_engine, broken_images["uid-1000-only"], only="train_any_uid")
+    assert failing(report) == {"train_any_uid"}, report.text()
+    message = _msg(report, "train_any_uid")
+    assert "as uid 12345:0, Python cannot name a user or write HOME" in message, message
+    assert "getpwuid(): uid not found: 12345" in message, message
+
+
 def test_crashing_trainer(broken_images: dict[str, str], verify_engine: Any) -> None:
     report = run(verify_engine, broken_images["crashing-trainer"])
-    assert failing(report) == {"train_bf16", "train_fp8_fwd", "train_compile"}, report.text()
+    assert failing(report) == {
+        "train_bf16",
+        "train_fp8_fwd",
+        "train_compile",
+        "train_any_uid",
+    }, report.text()
     assert "trainer crashed on purpose" in _msg(report, "train_bf16")
 
 
@@ -163,7 +185,7 @@ def test_no_container_left_after_20_runs(
     exactly the containers it held before."""
     before_all = verify_engine.containers()
     assert verify_engine.containers(VERIFY_LABEL) == []
-    images = [verify_cpu_image, *broken_images.values()]
+    images = [verify_cpu_image, *(broken_images[name] for name in BROKEN)]
     results = []
     for i in range(20):
         image = images[i % len(images)]

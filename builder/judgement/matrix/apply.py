@@ -10,12 +10,15 @@ from builder.errors import MatrixError
 from builder.judgement.finding import Finding
 from builder.judgement.registry import registered
 from builder.judgement.severity import BLOCK
+from builder.lock import BuildRecord
 from builder.matrix.expand import Expansion
 from builder.matrix.model import Cell, Matrix
 
 # A rule that reads this is called once per target GPU as (cell, gpu, today), after the rules
 # about the whole cell, so that each GPU's findings stay together.
 PER_GPU = "gpu"
+# A rule that reads this judges a cell against its lock record: check_lock, not check_cell.
+LOCK_RECORD = "lock"
 
 
 def check_cell(cell: Cell, today: dt.date) -> list[Finding]:
@@ -23,13 +26,23 @@ def check_cell(cell: Cell, today: dt.date) -> list[Finding]:
     findings: list[Finding] = []
     rules = registered("matrix")
     for rule in rules:
-        if PER_GPU not in rule.reads:
+        if PER_GPU not in rule.reads and LOCK_RECORD not in rule.reads:
             out: Iterable[Finding] = rule.fn(cell, today)
             findings.extend(out)
     per_gpu = [rule for rule in rules if PER_GPU in rule.reads]
     for gpu in cell.gpus:
         for rule in per_gpu:
             out = rule.fn(cell, gpu, today)
+            findings.extend(out)
+    return findings
+
+
+def check_lock(cell: Cell, record: BuildRecord, today: dt.date) -> list[Finding]:
+    """The findings of the rules that judge a cell against its lock record (its last build)."""
+    findings: list[Finding] = []
+    for rule in registered("matrix"):
+        if LOCK_RECORD in rule.reads:
+            out: Iterable[Finding] = rule.fn(cell, record, today)
             findings.extend(out)
     return findings
 

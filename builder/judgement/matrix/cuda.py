@@ -139,8 +139,9 @@ def _cuda_from_pypi(cell: Cell) -> Iterator[Finding]:
         yield Finding(
             "cuda.repo",
             BLOCK,
-            f"a {want} devel cell on {cell.os.base} has no nvcc or CUDA headers (PyPI's wheels "
-            "carry run-time libraries): use an EL9 devel cell",
+            f"a {want} devel cell on {cell.os.base} has no nvcc (PyPI's nvidia-cuda-nvcc-cu12 "
+            "wheels carry ptxas, libnvvm and nvcc's crt headers but not nvcc itself: measured "
+            "12.8.93 and 12.9.86; only CUDA 13's nvidia-cuda-nvcc has it): use an EL9 devel cell",
             sources=src,
             subject="flavour",
         )

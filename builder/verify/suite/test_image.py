@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 import pytest
+import testinfra
 
 from builder import arches as coverage
 from builder.errors import TrainimgError
@@ -47,6 +48,7 @@ from builder.labels import (
 )
 from builder.nvidia_require.syntax import parse_require
 from builder.sbom.agree import disagreements
+from builder.verify import nvcc_probe
 from builder.verify.host_compat import compat_claim_problem, verdict_here
 from builder.verify.scan import parse_output, reader_argv
 from builder.verify.suite.conftest import run_json
@@ -429,6 +431,88 @@ def test_train_compile(
     _train(host, python, ctx, trainer_info, "bf16", detail, compile_=True)
 
 
+# OpenShift's restricted SCC: an arbitrary uid in group 0, with no passwd entry.
+ANY_UID = "12345:0"
+ANY_UID_CKPT = "/ckpt/trainimg-verify-any-uid"
+_WHO = (
+    "import getpass, os, pathlib; user = getpass.getuser(); home = pathlib.Path.home(); "
+    "probe = home / '.trainimg-any-uid'; probe.write_text('x'); probe.unlink(); "
+    "print(os.getuid(), os.getgid(), user, home)"
+)
+
+
+def _any_uid_host(ctx: dict[str, Any]) -> Any:
+    """The same container, commands run as ANY_UID (`podman|docker exec -u`)."""
+    return testinfra.get_host(f"{ctx['engine']}://{ANY_UID}@{ctx['container']}")
+
+
+ANY_UID_STEPS = 4  # two, a checkpoint, two more: the point is who runs them, not how many
+
+
+def _any_uid_train(
+    host: Any, python: str, device: str, tmp: str, name: str, extra: str
+) -> list[dict[str, Any]]:
+    steps = ANY_UID_STEPS
+    metrics = f"{tmp}/{name}.jsonl"
+    result = host.run(
+        f"cd /workspace && TMPDIR={tmp} timeout {TRAIN_TIMEOUT} {python} -m trainer train "
+        f"--preset bf16 --compile --model tiny --data synthetic --steps {steps} "
+        f"--ckpt-dir {ANY_UID_CKPT} --log-interval 1 --eval-interval 0 --device {device} "
+        f"--metrics-file {metrics} {extra}"
+    )
+    if result.rc != 0:
+        tail = (result.stderr.strip() or result.stdout.strip())[-800:]
+        fail(f"as uid {ANY_UID}, the trainer's {name} run failed (exit {result.rc}): {tail}")
+    text = host.run(f"cat {metrics}").stdout
+    return [json.loads(ln) for ln in text.splitlines() if ln.strip().startswith("{")]
+
+
+@check(
+    "train_any_uid",
+    "verify",
+    summary="as an arbitrary uid in group 0: --compile steps, a checkpoint, a resume",
+)
+def test_train_any_uid(
+    python: str, ctx: dict[str, Any], trainer_info: dict[str, Any], detail: Detail
+) -> None:
+    """OpenShift's restricted SCC runs an image as an arbitrary uid in group 0 with no passwd
+    entry: torch.compile must still find a user name and a cache (getpass reads USER, Triton
+    and Inductor write under HOME and /tmp), and /ckpt must take a checkpoint and give it back.
+    Inductor's cache goes to a temporary directory of the check's own, so what the checks
+    before it cached as uid 1000 in this container is not in its way."""
+    if ctx["engine"] not in ("podman", "docker"):
+        pytest.skip(f"not applicable: the {ctx['engine']} backend cannot run as another uid")
+    host = _any_uid_host(ctx)
+    who = host.run(f"{python} -c {shlex.quote(_WHO)}")
+    if who.rc != 0:
+        last = (who.stderr.strip().splitlines() or ["(no output)"])[-1]
+        fail(f"as uid {ANY_UID}, Python cannot name a user or write HOME: {last}")
+    uid, gid, user, home = who.stdout.split()
+    if (uid, gid) != tuple(ANY_UID.split(":")):
+        fail(f"exec as {ANY_UID} ran as {uid}:{gid}")
+    device = "cuda" if ctx["gpu"]["attached"] else "cpu"
+    tmp = host.run("mktemp -d").stdout.strip()
+    steps = ANY_UID_STEPS
+    try:
+        host.run(f"rm -rf {ANY_UID_CKPT}")
+        first = _any_uid_train(host, python, device, tmp, "first", f"--stop-at {steps // 2}")
+        owner = host.run(f"stat -c %u {ANY_UID_CKPT}/step_*").stdout.split()
+        second = _any_uid_train(host, python, device, tmp, "resumed", "--resume")
+    finally:
+        host.run(f"rm -rf {tmp} {ANY_UID_CKPT}")
+    trained = [[r["step"] for r in rs if r.get("event") == "train"] for rs in (first, second)]
+    if trained[0] != list(range(1, steps // 2 + 1)):
+        fail(f"the first run trained steps {trained[0]}, not 1..{steps // 2}")
+    if trained[1] != list(range(steps // 2 + 1, steps + 1)):
+        fail(f"the resumed run trained steps {trained[1]}, not {steps // 2 + 1}..{steps}")
+    if not owner or set(owner) != {uid}:
+        fail(f"the checkpoint in {ANY_UID_CKPT} belongs to uid {owner}, not {uid}")
+    detail(
+        f"uid {uid} gid {gid} (getpass: {user}, HOME {home}): steps 1..{steps // 2} under "
+        f"torch.compile, checkpointed to {ANY_UID_CKPT}, resumed to step {steps}"
+    )
+
+
 _CPP_EXTENSION = """
 import tempfile, torch
 from torch.utils.cpp_extension import load_inline
@@ -459,6 +543,70 @@ def test_cpp_extension(host: Any, python: str, ctx: dict[str, Any], detail: Deta
             f"torch.utils.cpp_extension could not build a C++ extension (exit {result.rc}): {tail}"
         )
     detail(f"built, imported and ran {result.stdout.strip().splitlines()[-1]}")
+
+
+_CUDA_EXTENSION = """
+import tempfile, torch
+from torch.utils.cpp_extension import load_inline
+cuda = (
+    "__global__ void twice_kernel(float *x, int n) {"
+    " int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2.0f; }\\n"
+    "torch::Tensor twice(torch::Tensor x) { auto y = x.clone(); int n = y.numel();"
+    " twice_kernel<<<(n + 255) / 256, 256>>>(y.data_ptr<float>(), n); return y; }\\n"
+)
+mod = load_inline(name="trainimg_cuda_probe", functions=["twice"],
+                  cpp_sources=["torch::Tensor twice(torch::Tensor x);"], cuda_sources=[cuda],
+                  build_directory=tempfile.mkdtemp())
+if torch.cuda.is_available():
+    x = torch.arange(4.0, device="cuda")
+    assert torch.equal(mod.twice(x), x * 2)
+    print("ran on", torch.cuda.get_device_name(0))
+print(mod.__file__)
+"""
+
+
+@check(
+    "cuda_extension",
+    "verify",
+    summary="devel CUDA: nvcc compiles a kernel for the arch list; a CUDA extension builds",
+)
+def test_cuda_extension(host: Any, python: str, ctx: dict[str, Any], detail: Detail) -> None:
+    """A CUDA devel image builds CUDA extensions without a GPU: its nvcc is the cell's CUDA,
+    compiles a kernel for every arch of TORCH_CUDA_ARCH_LIST (the arches torch was built for:
+    the fatbin reader lists the SASS it made), and torch.utils.cpp_extension builds and imports
+    a CUDA extension against the headers of the libraries torch loads (runs it on a GPU)."""
+    expect = ctx["expect"]
+    if expect.get("flavour") != "devel" or not is_cuda(expect):
+        pytest.skip("not applicable: a CUDA devel image builds CUDA extensions")
+    arch_list = ctx["image"]["env"].get("TORCH_CUDA_ARCH_LIST", "")
+    if not arch_list:
+        fail("TORCH_CUDA_ARCH_LIST is not set: torch.utils.cpp_extension cannot pick the arches")
+    label = labels(ctx).get(ARCH_LIST_LABEL, "").split()
+    try:
+        _, wanted = nvcc_probe.gencode(arch_list)
+    except nvcc_probe.ArchListError as exc:
+        fail(str(exc))
+    if wanted != label:
+        fail(f"TORCH_CUDA_ARCH_LIST {arch_list!r} is not the arch list torch has: {label}")
+    version = host.run("nvcc --version")
+    minor = ".".join(str(expect.get("cuda", "")).split(".")[:2])
+    if version.rc != 0:
+        fail("no nvcc on PATH: a CUDA devel image compiles CUDA code")
+    if f"release {minor}," not in version.stdout:
+        fail(f"nvcc is not CUDA {minor}: {version.stdout.strip().splitlines()[-1:]}")
+    try:
+        lib = nvcc_probe.compile_and_scan(host, python, "nvcc", arch_list)
+    except RuntimeError as exc:
+        fail(str(exc))
+    if lib["sass"] != wanted:
+        fail(f"nvcc made SASS for {lib['sass']}, TORCH_CUDA_ARCH_LIST asks for {wanted}")
+    result = host.run(f"cd /tmp && timeout 900 {python} -c {shlex.quote(_CUDA_EXTENSION)}")
+    if result.rc != 0:
+        tail = (result.stderr.strip() or result.stdout.strip())[-800:]
+        fail(f"torch.utils.cpp_extension could not build a CUDA extension: {tail}")
+    ran = [ln for ln in result.stdout.splitlines() if ln.startswith("ran on")]
+    detail(f"nvcc {minor}: a kernel with SASS {' '.join(lib['sass'])}")
+    detail(f"CUDA extension built and imported{'; ' + ran[0] if ran else ' (no GPU: not run)'}")
 
 
 @check(
