@@ -75,6 +75,8 @@ def test_cpu_image_passes_or_skips_with_reasons(verify_cpu_image: str, verify_en
         assert got["trainer_version"] == "passed", report.text()
     bf16 = " ".join(next(c for c in report.checks if c.name == "train_bf16").details)
     assert "on the CPU, not a GPU" in bf16
+    fp8 = " ".join(next(c for c in report.checks if c.name == "train_fp8_fwd").details)
+    assert " FP8 layers (input amax up to " in fp8, fp8  # FP8 really ran, not BF16 alone
     assert verify_engine.containers(VERIFY_LABEL) == []
 
 

@@ -358,11 +358,15 @@ def _train(
             "the FP8 step runs only on an sm_89+ GPU"
         )
     steps = int(ctx["train"]["steps"])
+    fp8 = preset != "bf16"
+    # The tiny model's Linears are all below torchao's size filter, which `auto` applies on
+    # CUDA: without `never` an FP8 check on a GPU would pass having trained in BF16 alone.
+    size_filter = "--set precision.fp8_size_filter=never " if fp8 else ""
     name = f"{preset}-compile" if compile_ else preset
     metrics = f"/tmp/trainimg-verify-{name}.jsonl"  # noqa: S108 - the container's /tmp
     cmd = (
         f"rm -f {metrics} && cd /tmp && timeout {TRAIN_TIMEOUT} {python} -m trainer train "
-        f"--preset {preset} {'--compile ' if compile_ else ''}"
+        f"--preset {preset} {'--compile ' if compile_ else ''}{size_filter}"
         f"--model tiny --data synthetic --steps {steps} --log-interval 1 --eval-interval 0 "
         f"--device {device} --metrics-file {metrics}"
     )
@@ -391,7 +395,23 @@ def _train(
         else "on the CPU, not a GPU (none attached: see nvidia_smi)"
     )
     how = " under torch.compile (Inductor)" if compile_ else ""
+    if fp8:
+        how += _fp8_evidence(preset, records)
     detail(f"{preset}: {len(losses)} steps{how} {where}; loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+
+
+def _fp8_evidence(preset: str, records: list[dict[str, Any]]) -> str:
+    """That the FP8 steps really ran FP8 matmuls: converted layers and measured, finite amax
+    statistics in every train record (not a BF16 run under an FP8 name)."""
+    train = [r for r in records if r.get("event") == "train"]
+    layers = [int(r.get("fp8_layers") or 0) for r in train]
+    if not layers or min(layers) < 1:
+        fail(f"{preset}: no FP8 layers in the trainer's records (fp8_layers: {layers})")
+    amax = [r.get("fp8_input_amax_max") for r in train]
+    finite = [float(a) for a in amax if a is not None and math.isfinite(float(a))]
+    if len(finite) != len(amax):
+        fail(f"{preset}: FP8 amax statistics missing or not finite: {amax}")
+    return f" with {min(layers)} FP8 layers (input amax up to {max(finite):.3g})"
 
 
 @check("train_bf16", "verify", summary="a few BF16 trainer steps: finite, falling loss")
