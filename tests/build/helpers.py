@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 CPU_CELL = "debian12-cpu-py3.11-torch2.13.0-runtime"
 # buildah ("[2/3] STEP 3/9: ..." in multi-stage builds) | Docker's classic builder ("Step 3/9 : ")
 _STEP = re.compile(r"^(?:\[\d+/\d+\] )?(?:STEP|Step) \d+/\d+ ?: (.*)$")
-_CACHED = re.compile(r"^(?:-->| --->) Using cache")
+CACHE_MARKER = re.compile(r"^(?:-->| --->) Using cache")
 
 
 class RecordingUi(Ui):
@@ -38,7 +38,7 @@ def steps_and_cache(lines: list[str]) -> list[tuple[str, bool]]:
         m = _STEP.match(line)
         if m:
             steps.append((m.group(1), False))
-        elif _CACHED.match(line) and steps:
+        elif CACHE_MARKER.match(line) and steps:
             steps[-1] = (steps[-1][0], True)
     return steps
 

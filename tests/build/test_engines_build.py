@@ -28,7 +28,14 @@ from builder.engines.podman import PodmanEngine
 from builder.trainer_version import trainer_version
 from builder.wheelhouse import LOCK_NAME, WheelhouseError, sha256_file, write_lock
 from builder.workspace import open_workspace
-from tests.build.helpers import CPU_CELL, REPO, RecordingUi, RunCli, steps_and_cache
+from tests.build.helpers import (
+    CACHE_MARKER,
+    CPU_CELL,
+    REPO,
+    RecordingUi,
+    RunCli,
+    steps_and_cache,
+)
 from tests.conftest import CACHE
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -190,23 +197,19 @@ def test_trainer_only_change_rebuilds_only_the_trainer_layer(
             assert len(new.layers) == len(old.layers)
             assert new.layers[:-1] == old.layers[:-1]
             assert new.layers[-1] != old.layers[-1]
-            # The engine's own account agrees: no step from the trainer's COPY on came from the
-            # cache, steps below it did, and the outcome counts what the stream said. Not every
-            # step below carries a marker: podman 4.3 under load sometimes prints none for a
-            # reused `COPY --from=venv` (3 of 8 runs here, its layer id reused all the same),
-            # and its Docker-compatible API ("docker") does not report steps reliably enough to
-            # be held to them. The layer ids above are the proof on every engine; the stream is
-            # checked, on podman-py and dockerd, for what it must not say.
+            # The engine's own account agrees in what does not depend on the order of its
+            # lines: some steps came from the cache, not all, and the outcome counts every cache
+            # marker the stream printed. Which step a marker belongs to is not asserted: podman
+            # 4.3 builds the stages of a multi-stage file side by side and may print a later
+            # stage's STEP line before an earlier stage's "Using cache" (2 of 8 runs here), and
+            # under load it sometimes prints no marker for a reused `COPY --from=venv` (3 of 8);
+            # its Docker-compatible API ("docker") does not report steps reliably enough to be
+            # held to them. The layer ids above are the proof on every engine.
             if built.kind == "docker":
                 return
             steps = steps_and_cache(ui.lines)
-            copy = next(
-                i for i, (s, _) in enumerate(steps) if s.startswith("COPY") and "trainer/" in s
-            )
-            assert not any(cached for _, cached in steps[copy:]), steps[copy:]
-            before = [(s, cached) for s, cached in steps[:copy] if not s.startswith("FROM")]
-            assert any(cached for _, cached in before), before
-            assert out.cached_steps == sum(1 for _, cached in steps if cached)
+            markers = sum(1 for line in ui.lines if CACHE_MARKER.match(line))
+            assert 0 < out.cached_steps == markers < len(steps), (markers, steps)
         finally:  # put the cell tag back on the module's image; drop the changed one
             engine.tag(built.outcome.image_id, plan.cell_tag)
             engine.remove_image(plan.hash_tag)
