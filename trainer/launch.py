@@ -170,4 +170,6 @@ def _launch(argv: Sequence[str] | None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from trainer.pid1 import main_as_init_when_pid1
+
+    main_as_init_when_pid1(lambda: sys.exit(main()))
