@@ -55,6 +55,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.engine)
         if used & INTEGRATION_FIXTURES:
             item.add_marker(pytest.mark.integration)
+    # The cu128 image's tests go first: its build needs CU128_FREE_DISK while nothing else the
+    # session builds is on the disk yet (the rest keep their order; the sort is stable).
+    items.sort(key=lambda item: "cu128_image" not in getattr(item, "fixturenames", ()))
 
 
 def _need_podman() -> None:
@@ -225,6 +228,7 @@ CU128_FREE_DISK = 30 * 10**9
 
 @pytest.fixture(scope="session")
 def cu128_image(
+    local_podman: LocalPodman,
     podman_service: str,
     offline_base: str,
     cu128_wheelhouse: Path,
@@ -238,4 +242,8 @@ def cu128_image(
             f"4 GB, venv stage 11.6 GB, image 7.5 GB); {CACHE} has {free / 1e9:.1f} GB"
         )
     lock_path = tmp_path_factory.mktemp("cu128-image") / "lock.json"
-    return build_cell(CU128_CELL, podman_service, cu128_wheelhouse, trainer_dir, lock_path)
+    image = build_cell(CU128_CELL, podman_service, cu128_wheelhouse, trainer_dir, lock_path)
+    # Its venv stage (11.6 GB, untagged) is layer cache only; the rest of the session needs the
+    # disk more. Tagged images and images in use stay.
+    local_podman.podman("image", "prune", "--force")
+    return image
