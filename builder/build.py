@@ -116,7 +116,7 @@ class Builder:
                 result = engine.build(
                     self._image_request(engine, plan, tarball, on_log), on_log=on_log
                 )
-            finally:
+            finally:  # the engine removed it once it had it; not when the request was refused
                 tarball.unlink(missing_ok=True)
             self.journal.tag(engine, name, result.image_id, plan.hash_tag)
             self.journal.tag(engine, name, result.image_id, plan.cell_tag)
@@ -161,13 +161,13 @@ class Builder:
             timestamp=plan.source_date_epoch,
         )
         if plan.network_stage is None:
-            return image
+            return dataclasses.replace(image, remove_context=True)
         net = plan.stage_network or "the engine's default network"
         if self.opts.nocache:
             # A cache-less image build would run the os stage again, without a network: the
             # whole build gets the stage's network instead (pip still installs --no-index).
             self.ui.event(plan.cell.name, f"--no-cache: every stage builds with {net}")
-            return dataclasses.replace(image, network=plan.stage_network)
+            return dataclasses.replace(image, network=plan.stage_network, remove_context=True)
         self.ui.event(plan.cell.name, f"{plan.network_stage} stage: OS packages, with {net}")
         stage = dataclasses.replace(image, network=plan.stage_network, target=plan.network_stage)
         engine.build(stage, on_log=on_log)
@@ -176,7 +176,7 @@ class Builder:
             f"image: every other stage with --network {plan.network} "
             f"(the {plan.network_stage} stage from the layer cache)",
         )
-        return image
+        return dataclasses.replace(image, remove_context=True)  # the last use of the tarball
 
     def _up_to_date(self, engine: Engine, plan: BuildPlan, start: float) -> Outcome:
         name = plan.cell.name

@@ -72,6 +72,9 @@ class BuildRequest:
     # `timestamp`); None: the clock. Docker's classic builder has no equivalent and ignores it.
     timestamp: int | None = None
     target: str | None = None  # build only up to this stage (its name in the Containerfile)
+    # `context` is a temporary tarball: removed as soon as the engine has received it, so the
+    # build does not hold it on disk beside the engine's copies (a cu128 context is 4 GB).
+    remove_context: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tags", tuple(self.tags))

@@ -142,18 +142,24 @@ class LocalPodman:
         os.environ.update(env)
         return env
 
-    def start_service(self, timeout: float = 30) -> str:
-        """Serve the APIs on the socket (unless already served); returns its unix:// URL."""
+    def start_service(self, timeout: float = 30, *, tmp_dir: Path | None = None) -> str:
+        """Serve the APIs on the socket (unless already served); returns its unix:// URL.
+        `tmp_dir`: where the service keeps each build's context, uploaded and unpacked (its
+        TMPDIR; default /var/tmp) - a tmpfs keeps a 4 GB cu128 context twice off the disk."""
         self.configure()
         if self._ping():
             return self.url
         self.socket_path.unlink(missing_ok=True)
         log = (self.root / "run" / "service.log").open("ab")
+        env = {**os.environ, **self.env()}
+        if tmp_dir is not None:
+            tmp_dir.mkdir(parents=True, exist_ok=True)
+            env["TMPDIR"] = str(tmp_dir)
         self._service = subprocess.Popen(
             ["podman", "system", "service", "--time=0", self.url],
             stdout=log,
             stderr=log,
-            env={**os.environ, **self.env()},
+            env=env,
             start_new_session=True,
         )
         deadline = time.monotonic() + timeout

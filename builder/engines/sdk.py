@@ -172,6 +172,9 @@ class SdkEngine:
             self._api("build"),
             self._build_stream(body, request) as items,
         ):
+            body.close()  # the response has begun: the engine holds the whole context
+            if request.remove_context:
+                request.context.unlink(missing_ok=True)
             for item in items:
                 if item.get("error"):
                     detail = (item.get("errorDetail") or {}).get("message") or item["error"]

@@ -68,6 +68,23 @@ def compare_config(a: Mapping[str, Any], b: Mapping[str, Any], diff: ImageDiff) 
         h.get("created") for h in b.get("history") or ()
     ]:
         diff.config.append("history: the same steps, made at other times")
+    if not (diff.config or diff.labels):  # the rest of the document (the layers are compared apart)
+        rest_a = {k: v for k, v in a.items() if k != "rootfs"}
+        rest_b = {k: v for k, v in b.items() if k != "rootfs"}
+        diff.config += [f"{path}: {x!r} -> {y!r}" for path, x, y in _differences(rest_a, rest_b)]
+
+
+def _differences(a: Any, b: Any, path: str = "") -> list[tuple[str, Any, Any]]:
+    """Every JSON path where `a` and `b` differ, with both values (None: absent)."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        out: list[tuple[str, Any, Any]] = []
+        for key in sorted(a.keys() | b.keys()):
+            out += _differences(a.get(key), b.get(key), f"{path}.{key}" if path else str(key))
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True))
+                for d in _differences(x, y, f"{path}[{i}]")]  # fmt: skip
+    return [] if a == b else [(path, a, b)]
 
 
 def compare_layers(a: tuple[str, ...], b: tuple[str, ...], diff: ImageDiff) -> None:

@@ -122,9 +122,15 @@ def _engine_env(**extra: str) -> dict[str, str]:
 @pytest.mark.engine
 @pytest.mark.slow
 @pytest.mark.skipif(HOST_ENGINE, reason="this host has its own engine socket: it would win")
-def test_a_used_store_leaves_nothing_behind(tmp_path: Path) -> None:
+def test_a_used_store_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if shutil.which("podman") is None or shutil.which("runc") is None:
         pytest.skip("podman/runc not installed: run scripts/setup.sh")
+    # configure() exports this store's configuration to the process: put the session's back
+    # after (testinfra's podman:// backend, run later, reads it from the environment)
+    for var in LocalPodman(tmp_path).env():
+        monkeypatch.delenv(var, raising=False)
     # Short paths: podman 4.3's runroot/socket limits (local_podman._runroot).
     co = _checkout(Path(f"/tmp/tis-{os.getpid()}") / "co", store=False)
     try:

@@ -1,7 +1,7 @@
 """Identical inputs give an identical image on dockerd: `--force` rebuilds of an unchanged cell
 yield the same image id (labels and build inputs travel in a stable order; every step comes
 from the layer cache). On podman the same holds by tests/build/test_engines_build.py (a forced
-rebuild is the session's image) and tests/build/test_reproducible.py (so is a cold one)."""
+rebuild is the session's image) and tests/build/test_cold_rebuild.py (so is a cold one)."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ import io
 import json
 import os
 import shutil
+import tarfile
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -151,7 +152,7 @@ def test_builds_the_cell_through_the_sdk(built: Built, trainer_dir: Path) -> Non
 def test_a_forced_rebuild_is_the_session_image(built: Built, cpu_image: str) -> None:
     """Identical inputs, an identical image: this module's `--force` build of the cell (every
     step from the layer cache, another repository) is the image the session built, by id.
-    tests/build/test_reproducible.py rebuilds it without the cache; test_determinism.py
+    tests/build/test_cold_rebuild.py rebuilds it without the cache; test_determinism.py
     rebuilds it on dockerd."""
     engine = built.connect()
     try:
@@ -276,6 +277,27 @@ def test_build_a_directory_with_tags(engine: Engine, offline_base: str, tmp_path
         engine.remove_image(ref)
     assert not engine.image_exists(ref)
     engine.remove_image(ref)  # already gone: no error
+
+
+def test_a_temporary_context_is_gone_once_the_engine_has_it(
+    engine: Engine, offline_base: str, tmp_path: Path
+) -> None:
+    """remove_context: the tarball is removed before the first log line (the engine holds its
+    own copy by then), so a 4 GB cu128 context is not on the disk a third time during the
+    build; a context that is not temporary stays."""
+    (tmp_path / "Containerfile").write_text(f"FROM {offline_base}\nRUN true\nUSER 0\n")
+    with tarfile.open(tmp_path / "context.tar", "w") as tar:
+        tar.add(tmp_path / "Containerfile", arcname="Containerfile")
+    for remove in (True, False):
+        tarball = tmp_path / f"context-{remove}.tar"
+        shutil.copyfile(tmp_path / "context.tar", tarball)
+        present: list[bool] = []
+
+        def seen(_line: str, tarball: Path = tarball, present: list[bool] = present) -> None:
+            present.append(tarball.exists())
+
+        engine.build(BuildRequest(tarball, remove_context=remove), on_log=seen)
+        assert present and present[0] is not remove
 
 
 def test_start_and_remove_a_container(engine: Engine, offline_base: str) -> None:

@@ -4,7 +4,8 @@ built with --pull by that digest, pushed under its cell and content-hash tags wi
 recorded in the lock file, and the content-hash tags no record references are pruned. The
 password appears nowhere: not in output, lock, labels or image history. Bad input: a wrong
 password, a missing tag, an unreachable registry exit 2 naming the registry and the cell, with
-nothing recorded."""
+nothing recorded. The pull by digest changes the name the session's podman service gives the
+base in every later build's history: test_cold_rebuild.py runs before this module."""
 
 from __future__ import annotations
 

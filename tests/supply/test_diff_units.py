@@ -78,3 +78,20 @@ def test_the_same_archive_has_no_difference(tmp_path: Path) -> None:
     compare_layers(a.diff_ids, a.diff_ids, diff)
     assert diff.same
     assert compare_files(layer_entries(a, 0), layer_entries(a, 0)) == []
+
+
+def test_a_difference_outside_the_named_keys_is_named_by_its_path() -> None:
+    """Two configurations alike in labels, config, creation and history commands, differing in
+    a history comment: `same` would be a lie; the path and both values are given instead."""
+    base = {
+        "created": "2026-11-30T02:21:41Z",
+        "config": {"User": "1000:1000", "Labels": {"a": "1"}},
+        "history": [{"created_by": "RUN x", "comment": "FROM os"}],
+        "rootfs": {"type": "layers", "diff_ids": ["sha256:aa"]},
+    }
+    other = {**base, "history": [{"created_by": "RUN x", "comment": "FROM 1a2b"}]}
+    other["rootfs"] = {"type": "layers", "diff_ids": ["sha256:bb"]}  # the layers' own business
+    diff = ImageDiff()
+    compare_config(base, other, diff)
+    assert not diff.same
+    assert diff.config == ["history[0].comment: 'FROM os' -> 'FROM 1a2b'"]

@@ -1,7 +1,10 @@
 """Identical inputs give an identical image without the layer cache: a `--no-cache` build of the
 CPU cell gives the image id the session's build of it gave (on a fresh machine that one was cold
 too), because the build's date comes from its inputs (builder/source_date.py): libpod's
-`timestamp` for creation times and file mtimes, SOURCE_DATE_EPOCH for pip's byte-code."""
+`timestamp` for creation times and file mtimes, SOURCE_DATE_EPOCH for pip's byte-code.
+
+Named to run before test_registry_build.py: once the session's podman service has pulled the
+base by digest, buildah writes that name into every build's history (docs/build.md)."""
 
 from __future__ import annotations
 
