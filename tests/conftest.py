@@ -241,8 +241,8 @@ def cu128_wheelhouse() -> Path:
     return dest
 
 
-# Measured: the used disk rose by 34 GB during the build (the wheelhouse already filled; 52 GB
-# before the context left the disk): podman keeps every step's container until the build ends,
+# Measured: the used disk rose by 34-36 GB during the build in two runs (the wheelhouse already
+# filled; 52 GB before the context left the disk): podman keeps every step's container until the build ends,
 # so the venv stage's wheels (4 GB) and installed packages (7.5 GB) and the final stage's copy
 # of them (7.5 GB) are each on the disk twice (container and committed layer); the context adds
 # 2 x 4 GB unless the service's temporaries are on the tmpfs (service_tmp_dir); the builder
