@@ -242,11 +242,11 @@ def cu128_wheelhouse() -> Path:
 
 
 # Measured: the used disk rose by 34-36 GB during the build in two runs (the wheelhouse already
-# filled; 52 GB before the context left the disk): podman keeps every step's container until the build ends,
-# so the venv stage's wheels (4 GB) and installed packages (7.5 GB) and the final stage's copy
-# of them (7.5 GB) are each on the disk twice (container and committed layer); the context adds
-# 2 x 4 GB unless the service's temporaries are on the tmpfs (service_tmp_dir); the builder
-# removes its own tarball once the engine has it.
+# filled; 52 GB before the context left the disk): podman keeps every step's container until
+# the build ends, so the venv stage's wheels (4 GB) and installed packages (7.5 GB) and the
+# final stage's copy of them (7.5 GB) are each on the disk twice (container and committed
+# layer); the context adds 2 x 4 GB unless the service's temporaries are on the tmpfs
+# (service_tmp_dir); the builder removes its own tarball once the engine has it.
 CU128_FREE_DISK = 36 * 10**9
 CU128_CONTEXT_COPIES = 8 * 10**9
 
