@@ -153,30 +153,33 @@ class Builder:
         """The request that builds the image; first, for a cell whose os stage installs
         packages, that stage alone with its network. The image build then takes the stage from
         the layer cache and runs every other stage with `plan.network` (none)."""
-        image = BuildRequest(
+        image = BuildRequest(  # the tarball's last use: the engine removes it once received
             tarball,
             buildargs=plan.request_buildargs,
             network=plan.network,
             nocache=self.opts.nocache,
             timestamp=plan.source_date_epoch,
+            remove_context=True,
         )
         if plan.network_stage is None:
-            return dataclasses.replace(image, remove_context=True)
+            return image
         net = plan.stage_network or "the engine's default network"
         if self.opts.nocache:
             # A cache-less image build would run the os stage again, without a network: the
             # whole build gets the stage's network instead (pip still installs --no-index).
             self.ui.event(plan.cell.name, f"--no-cache: every stage builds with {net}")
-            return dataclasses.replace(image, network=plan.stage_network, remove_context=True)
+            return dataclasses.replace(image, network=plan.stage_network)
         self.ui.event(plan.cell.name, f"{plan.network_stage} stage: OS packages, with {net}")
-        stage = dataclasses.replace(image, network=plan.stage_network, target=plan.network_stage)
+        stage = dataclasses.replace(
+            image, network=plan.stage_network, target=plan.network_stage, remove_context=False
+        )
         engine.build(stage, on_log=on_log)
         self.ui.event(
             plan.cell.name,
             f"image: every other stage with --network {plan.network} "
             f"(the {plan.network_stage} stage from the layer cache)",
         )
-        return dataclasses.replace(image, remove_context=True)  # the last use of the tarball
+        return image
 
     def _up_to_date(self, engine: Engine, plan: BuildPlan, start: float) -> Outcome:
         name = plan.cell.name

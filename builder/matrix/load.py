@@ -173,7 +173,9 @@ def _os(r: Reader, key: str, value: Any) -> m.OsSpec:
     if distro_key not in DISTROS:
         where = f"{kp}.distro" if "distro" in d else kp
         r.fail(where, f"unknown distro {distro_key!r} (known: {', '.join(DISTROS)})")
-    pattern = version_pattern(DISTROS[distro_key].family)
+    distro = DISTROS[distro_key]
+    family = distro.family
+    pattern = version_pattern(family)
     digest = d.get("digest")
     if digest is not None:
         digest = r.text(digest, f"{kp}.digest", v.DIGEST)
@@ -188,7 +190,6 @@ def _os(r: Reader, key: str, value: Any) -> m.OsSpec:
         p = r.mapping(pin, pkp, ("package",), ("version",))
         version = p.get("version")
         name = r.text(p["package"], f"{pkp}.package", v.PACKAGE)
-        family = DISTROS[distro_key].family
         if version is None and family == "el9":
             r.fail(
                 pkp,
@@ -201,13 +202,11 @@ def _os(r: Reader, key: str, value: Any) -> m.OsSpec:
             python[ver] = _el9_os_pin(r, version, f"{pkp}.version", name)
         else:
             python[ver] = m.Pin(name, _package_version(r, version, f"{pkp}.version", pattern, name))
-    family = DISTROS[distro_key].family
     gcc: dict[str, tuple[m.Pin, ...]] = {}
     for major, spec in r.mapping(d.get("gcc", {}), f"{kp}.gcc", open_keys=True).items():
         gkp = keypath_join(f"{kp}.gcc", major)
         r.text(major, gkp, v.GCC)
         gcc[major] = _pins(r, spec, gkp, pattern, os_family=family)
-    distro = DISTROS[distro_key]
     devel_repos: list[str] = []
     for i, item in enumerate(r.seq(d.get("devel_repos", []), f"{kp}.devel_repos", non_empty=False)):
         ikp = keypath_join(f"{kp}.devel_repos", i)

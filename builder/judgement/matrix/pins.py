@@ -82,7 +82,7 @@ def _pins_recorded(cell: Cell, record: BuildRecord, today: dt.date) -> Iterator[
     """each pin is what the repositories served at the cell's last build (its lock record)"""
     if not record.packages:
         return
-    pins = [*_os_pins(cell)]
+    pins = _os_pins(cell)
     repo = os_install(cell).cuda_repo
     if repo is not None:
         pins += [*repo.runtime]
