@@ -22,10 +22,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from builder.base_image import BaseSpec, make_offline_base
+from builder.build.base_image import BaseSpec, make_offline_base
+from builder.build.wheelhouse import fill
 from builder.engines.local_podman import LocalPodman
 from builder.engines.podman import PodmanEngine
-from builder.wheelhouse import fill
 from builder.workspace import open_workspace
 
 REPO = Path(__file__).resolve().parent.parent

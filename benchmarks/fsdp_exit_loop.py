@@ -9,7 +9,7 @@ leaves behind, aborting at interpreter finalization: SIGABRT, exit -6 or 134).
     .venv/bin/python benchmarks/fsdp_exit_loop.py [--runs 20] [--containers IMAGE]
 
 With --containers, each node is a `trainimg run` container of IMAGE instead (the multi-node
-engine test, tests/run/test_multinode.py, as a loop; needs CONTAINER_HOST on a store that has
+engine test, tests/launch/test_multinode.py, as a loop; needs CONTAINER_HOST on a store that has
 IMAGE). Prints one line per run and the tally; exit 1 when any run was not clean.
 """
 

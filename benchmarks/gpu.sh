@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # BF16 vs FP8-fwd vs FP8 with the bundled trainer on a CUDA machine that has torch (no podman
 # needed): the 760m model, synthetic data, a fixed number of steps per preset, torch.compile on
-# for all three; prints a table and writes gpu_bench.json (tok/s per GPU, MFU, peak memory, final
+# for all three; prints a table and writes $OUT/gpu_bench.json (OUT default: .; tok/s per GPU, MFU, peak memory, final
 # loss, FP8 layers, the FP8 share of the FLOPs and the speed-up ceiling it allows, FP8/BF16
 # ratios against their targets: fp8 >= x1.10 (the recipe for speed; ceiling x1.63), fp8-fwd not
 # slower than BF16 (the conservative recipe; ceiling x1.15)). Without torchao it runs BF16 only

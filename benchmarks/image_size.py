@@ -8,7 +8,7 @@ scripts/cu128.sh and point --podman-root at that store). Prints every layer's si
 instruction that made it (from `podman history`), the total, and the targets of issue 23:
 CPU <= 1.2 GB including the compiler, cu128 runtime <= 7.2 GB (issue 9 had 8 GB, 40 % of NGC
 PyTorch's ~20 GB), and the largest layer (a changed wheel re-pushes its group's layer only; the
-CUDA wheels are split by library: builder/wheel_groups.py). Sizes are uncompressed, in
+CUDA wheels are split by library: builder/spec/wheel_groups.py). Sizes are uncompressed, in
 decimal GB/MB as podman reports them.
 """
 

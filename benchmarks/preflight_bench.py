@@ -1,7 +1,8 @@
 """Preflight speed: this machine end to end (target <= 2 s), and a 100-host recorded fleet
 judged offline with `--from` (target <= 3 s, issue 21), through the real CLI in a fresh process
 and in this one; the in-process rows also give CPU seconds (user+sys), which the other sessions
-sharing a machine change least.
+sharing a machine change least. Then a 1,000-host fleet in a fresh process, JSON Lines and the
+text report: its CPU seconds (target <= 12) and peak memory (target <= 150 MB, issue 29).
 
 The fleet is the test fixtures (tests/preflight/fixtures: recorded hosts) copied round-robin
 into 100 record directories, judged with the matrix's images and a target driver.
@@ -55,6 +56,23 @@ def in_process(args: list[str]) -> tuple[float, int]:
 CPU: dict[tuple[str, ...], list[float]] = {}
 
 
+def fresh(args: list[str]) -> tuple[float, float, float, int]:
+    """The CLI in a fresh process: wall s, CPU s (user+sys) and peak RSS in MB, its exit."""
+    import os
+
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "builder.cli", "preflight", *args],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - start
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode
+
+
 def fleet(root: Path, n: int) -> None:
     hosts = sorted(p for p in FIXTURES.iterdir() if (p / "fixture.yaml").is_file())
     for i in range(n):
@@ -84,10 +102,23 @@ def main() -> None:
         rows += measure("recorded fleet (--from, --target-driver)", "100 hosts", args, 3.0)
         text = ["--from", str(root), "--target-driver", "580.65.06", "--jobs", "8"]
         rows += measure("recorded fleet, the text report", "100 hosts", text, 3.0)
+        big = root.parent / "fleet-1000"
+        big.mkdir()
+        fleet(big, 1000)
+        thousand = ["--from", str(big), "--target-driver", "580.65.06", "--jobs", "8"]
+        large = [(shape, fresh([*thousand, *flags])) for shape, flags in
+                 (("JSON Lines (--jsonl)", ["--jsonl"]), ("the text report", []))]  # fmt: skip
     print(f"{'case':<58} {'hosts':>9} {'median s':>9} {'target s':>9} {'ok':>4}  result")
     for case, hosts, secs, target, result in rows:
         ok = "yes" if secs <= target else "NO"
         print(f"{case:<58} {hosts:>9} {secs:>9.2f} {target:>9.1f} {ok:>4}  {result}")
+    print()
+    print(f"{'1,000 recorded hosts, a fresh process':<40} {'wall s':>7} {'CPU s':>6} "
+          f"{'peak MB':>8} {'ok':>4}  exit")  # fmt: skip
+    for shape, (wall, cpu, peak, code) in large:
+        ok = "yes" if cpu <= 12 and peak <= 150 else "NO"
+        print(f"{shape:<40} {wall:>7.2f} {cpu:>6.2f} {peak:>8.1f} {ok:>4}  {code}")
+    print("(targets: CPU <= 12 s, peak RSS <= 150 MB; one run each)")
     print(
         f"(median of {RUNS} runs each; CLI process = wall clock of a fresh `python -m "
         "builder.cli preflight`, interpreter start-up and every command's imports included)"

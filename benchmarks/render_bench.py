@@ -15,11 +15,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from builder.cell_hash import with_content_hashes  # noqa: E402
 from builder.judgement.matrix import check_cell  # noqa: E402
 from builder.matrix.expand import expand  # noqa: E402
 from builder.matrix.load import parse_matrix  # noqa: E402
-from builder.render import render_all  # noqa: E402
+from builder.spec.cell_hash import with_cell_hashes  # noqa: E402
+from builder.spec.render import render_all  # noqa: E402
 
 EL9_OS = """\
   {key}:
@@ -77,7 +77,7 @@ def main() -> None:
         t0 = time.perf_counter()
         matrix = parse_matrix(text, "big.yaml")
         t1 = time.perf_counter()
-        expansion = with_content_hashes(expand(matrix), matrix.project)
+        expansion = with_cell_hashes(expand(matrix), matrix.project)
         t2 = time.perf_counter()
         for cell in expansion.cells:
             check_cell(cell, today)

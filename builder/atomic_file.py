@@ -41,6 +41,12 @@ def atomic_write(path: Path, text: str) -> None:
             os.fchmod(fh.fileno(), mode)
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.filename is None and exc.errno is not None:
+            # a failed write or fsync names no file: name the one we wrote
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

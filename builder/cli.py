@@ -11,11 +11,14 @@ A command's module is imported only when that command runs (or its --help is ask
 COMMANDS below holds every name with its one-line help, so `trainimg --help` lists them all
 without importing one, and `trainimg matrix list` never pays for verify's pytest or the engine
 SDKs. Adding a command is its module plus one line in COMMANDS; the module imports what it uses
-at its top, as any module does. tests/test_cli_startup.py holds this; benchmarks/startup.py
+at its top, as any module does. tests/commands/test_cli_startup.py holds this; benchmarks/startup.py
 times the whole process.
 
 This module only maps what escapes a run: a TrainimgError to its own exit code, Ctrl-C to 130,
-a reader of stdout that went away (`trainimg ... | head`) to 141.
+a reader of stdout that went away (`trainimg ... | head`) to 141, and an OSError (a full
+disk, a place not writable, a file that exists) or an engine SDK's or requests' error to one
+`trainimg: error: <what>: <why>` line and 2 (builder/commands/failure.py); anything else is a
+bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -55,9 +58,12 @@ COMMANDS: dict[str, str] = {
     ".sqsh)",
     "push": "push built cells to a registry and record their digests",
     "sbom": "write the CycloneDX SBOM (and SLSA provenance) of a built image",
+    "attestations": "verify the signed SBOM and provenance beside a pushed image (DSSE, in-toto)",
     "policy": "write the policy.json / registries.d under which podman pulls only signed images",
     "pin": "resolve base image tags to digests and write them into matrix.yaml",
-    "prune": "remove content-hash tags no lock record references",
+    "prune": "remove build-hash tags no lock record references",
+    "facts": "refresh the facts data files from PyPI's own metadata (a reviewable diff; --write)",
+    "completion": "print a bash, zsh or fish completion script (commands, flags, cell names)",
 }
 
 
@@ -101,8 +107,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(words).parse_args(words)
     try:
+        args = build_parser(words).parse_args(words)
         code: int = args.func(args)
     except TrainimgError as exc:
         print(f"trainimg: error: {exc}", file=sys.stderr)
@@ -115,6 +121,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # interpreter's final flush of stdout, as the Python docs advise
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except Exception as exc:
+        from builder.commands.failure import message_for  # only when something escaped
+
+        message = message_for(exc)
+        if message is None:
+            raise  # a bug of ours: its traceback is what a report needs
+        print(f"trainimg: error: {message}", file=sys.stderr)
+        return 2
     return code
 
 

@@ -29,7 +29,7 @@ MODE="${TRAINIMG_DEMO_MODE:-auto}"
 say() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
 
 say "setup (podman, debootstrap, .venv)"
-scripts/setup.sh
+scripts/setup.sh --demo
 export PATH="$PWD/.venv/bin:$PATH"
 
 # The engine, in discovery's order (docs/build.md): the host's own podman or Docker when one

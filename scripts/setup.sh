@@ -1,24 +1,54 @@
 #!/usr/bin/env bash
-# Set up everything trainimg needs on a fresh Debian 12 machine (root, no GPU, no registry):
-# podman and friends from Debian, and a virtual environment in .venv with the toolkit, its
-# test tools and the CPU torch wheel. Safe to run again: it skips what is already there. When
-# another apt or dpkg (unattended-upgrades, a second setup) holds the package locks, it says
-# who and waits for them, at most $TRAINIMG_APT_LOCK_WAIT seconds (default 1200).
+# Set up what trainimg needs on a fresh Debian 12 machine (root, no GPU, no registry), by need:
+#   scripts/setup.sh --demo   the main job (scripts/demo.sh): podman, runc, debootstrap and a
+#                             virtual environment in .venv (the toolkit, the CPU torch wheel)
+#   scripts/setup.sh          the tests (scripts/test.sh, CI): all of that, and the services and
+#                             tools the suite starts itself (dockerd, a registry, Slurm, munge,
+#                             sshd, dnf/rpm, ...)
+# A package that starts a service when installed (on a systemd host: docker.io, slurmd, munge,
+# openssh-server, ...) is installed with services held back (policy-rc.d), and a unit that
+# the install enabled is disabled again: setup never leaves a service running or enabled that
+# was not before (the suite starts its own, by pid). Safe to run again: it skips what is
+# already there. When another apt or dpkg (unattended-upgrades, a second setup) holds the
+# package locks, it says who and waits for them, at most $TRAINIMG_APT_LOCK_WAIT seconds
+# (default 1200).
 set -euo pipefail
 
-# tool -> Debian package. docker.io gives dockerd (the tests start a private Docker Engine),
-# docker-registry a local registry for push/pin tests, apache2-utils htpasswd, openssl a CA;
-# dnf, rpmbuild, createrepo_c (packages dnf, rpm, createrepo-c) and gpg (gnupg, which rpmsign
-# signs with): tests/el9's rehearsal builds signed stand-in RPMs and installs them with dnf 4.14 /
-# libdnf 0.69, the versions EL9 ships; gpg also signs images in the `trainimg push --sign` tests
-# (podman's simple signing). slurmctld, slurmd, the Slurm clients and munge: tests/run runs a
-# real two-node Slurm (in network namespaces: ip, nsenter); squashfs-tools' sqfstar writes
-# enroot images (`trainimg export X.sqsh`).
-declare -A apt_pkg=([podman]=podman [buildah]=buildah [runc]=runc [debootstrap]=debootstrap
-    [/usr/sbin/dockerd]=docker.io [docker-registry]=docker-registry [htpasswd]=apache2-utils
+# tool -> Debian package, for the main job (--demo): podman drives the builds (its API service),
+# with runc as its runtime; debootstrap makes the offline base.
+declare -A demo_pkg=([podman]=podman [runc]=runc [debootstrap]=debootstrap)
+# tool -> Debian package, for the tests beside those. docker.io gives dockerd (the tests start
+# a private Docker Engine), docker-registry a local registry for push/pin tests, apache2-utils
+# htpasswd, openssl a CA; dnf, rpmbuild, createrepo_c (packages dnf, rpm, createrepo-c) and gpg
+# (gnupg, which rpmsign signs with): tests/el9's rehearsal builds signed stand-in RPMs and
+# installs them with dnf 4.14 / libdnf 0.69, the versions EL9 ships; gpg also signs images in
+# the `trainimg push --sign` tests (podman's simple signing). slurmctld, slurmd, the Slurm
+# clients and munge: tests/launch runs a real two-node Slurm (in network namespaces: ip,
+# nsenter); squashfs-tools' sqfstar writes enroot images (`trainimg export X.sqsh`).
+# openssh-server: tests/preflight's fleet runs real sshd hosts in network namespaces, and
+# nftables' nft drops one host's packets mid-run.
+declare -A test_pkg=([/usr/sbin/dockerd]=docker.io [docker-registry]=docker-registry [htpasswd]=apache2-utils
     [openssl]=openssl [dnf]=dnf [rpmbuild]=rpm [createrepo_c]=createrepo-c
     [slurmctld]=slurmctld [slurmd]=slurmd [sbatch]=slurm-client [munged]=munge
-    [sqfstar]=squashfs-tools [ip]=iproute2 [nsenter]=util-linux [gpg]=gnupg)
+    [sqfstar]=squashfs-tools [ip]=iproute2 [nsenter]=util-linux [gpg]=gnupg
+    [/usr/sbin/sshd]=openssh-server [nft]=nftables)
+# The systemd units those packages may enable and start on install.
+SERVICE_UNITS=(docker.service docker.socket docker-registry.service slurmctld.service
+    slurmd.service munge.service ssh.service ssh.socket nftables.service podman.socket
+    podman.service)
+
+# The Debian packages `need` (demo or tests) still lacks, one a line (a tool not on PATH).
+missing_packages() {
+    local need=$1 tool
+    for tool in "${!demo_pkg[@]}"; do
+        command -v "$tool" >/dev/null 2>&1 || echo "${demo_pkg[$tool]}"
+    done
+    if [ "$need" = tests ]; then
+        for tool in "${!test_pkg[@]}"; do
+            command -v "$tool" >/dev/null 2>&1 || echo "${test_pkg[$tool]}"
+        done
+    fi
+}
 
 # The locks apt-get and dpkg take (fcntl locks: /proc/locks lists their holders).
 APT_LOCKS=(/var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock
@@ -71,17 +101,62 @@ apt_get() {
     apt-get -o DPkg::Lock::Timeout="$APT_LOCK_WAIT" "$@"
 }
 
+# systemd is this machine's init (a unit could start); where it is not, nothing can start.
+have_systemd() { [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; }
+
+# Debian's maintainer scripts ask this program whether they may start a service (101: no).
+POLICY_RC=/usr/sbin/policy-rc.d
+
+# The SERVICE_UNITS that are enabled now, one a line.
+enabled_units() {
+    local unit
+    have_systemd || return 0
+    for unit in "${SERVICE_UNITS[@]}"; do
+        if systemctl is-enabled --quiet "$unit" 2>/dev/null; then echo "$unit"; fi
+    done
+}
+
+# Install packages with no service started (policy-rc.d 101: Debian's maintainer scripts do not
+# start or restart units), then stop and disable any unit the install enabled.
+install_quietly() {
+    local before unit policy=$POLICY_RC ours=0
+    before=$(enabled_units)
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\n# trainimg setup: no service starts while it installs packages\nexit 101\n' \
+            >"$policy"
+        chmod 755 "$policy"
+        ours=1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    local status=0
+    { apt_get update -qq && apt_get install -y -qq "$@" >/dev/null; } || status=$?
+    if ((ours)); then rm -f "$policy"; fi
+    ((status == 0)) || return "$status"
+    for unit in $(enabled_units); do
+        if ! grep -qx "$unit" <<<"$before"; then
+            echo "setup: $unit was enabled by its package: disabling it (the tests start their" \
+                "own; enable it yourself if you want it)" >&2
+            systemctl disable --now --quiet "$unit" || true
+        fi
+    done
+}
+
 main() {
     cd "$(dirname "${BASH_SOURCE[0]}")/.."
-    local need_apt=() tool
-    for tool in "${!apt_pkg[@]}"; do
-        command -v "$tool" >/dev/null 2>&1 || need_apt+=("${apt_pkg[$tool]}")
-    done
+    local need=tests
+    case "${1:-}" in
+    --demo) need=demo ;;
+    "") ;;
+    *)
+        echo "usage: scripts/setup.sh [--demo]  (--demo: only what scripts/demo.sh needs)" >&2
+        return 2
+        ;;
+    esac
+    local need_apt=()
+    mapfile -t need_apt < <(missing_packages "$need" | sort -u)
     if ((${#need_apt[@]})); then
         echo "setup: installing ${need_apt[*]} from Debian" >&2
-        export DEBIAN_FRONTEND=noninteractive
-        apt_get update -qq
-        apt_get install -y -qq "${need_apt[@]}" >/dev/null
+        install_quietly "${need_apt[@]}"
     fi
 
     if [ ! -x .venv/bin/python ]; then

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from builder.base_image import BaseSpec, make_offline_base
+from builder.build.base_image import BaseSpec, make_offline_base
 from builder.engines.local_podman import LocalPodman
+from tests.quick_mode import load_hypothesis_profile
 
 # Strict CI (tests/strict_ci.py): under CI=true only a skip for missing hardware is accepted;
 # every run that skipped something ends with the table of skips and their reasons.
@@ -22,7 +23,13 @@ from tests.strict_ci import (  # noqa: F401 - hooks, taken in by name
     pytest_terminal_summary,
 )
 
-pytest_plugins = ["pytester"]  # tests/test_strict_ci.py runs the hooks on small test files
+load_hypothesis_profile()  # fewer generated examples in scripts/test.sh --quick only
+
+# The fixtures several test folders share, each defined once (a session fixture starts once):
+# tests/engine_fixtures.py (the CLI in-process, throw-away projects, image repositories, fake
+# engine APIs, dockerd, registries) and tests/cuda_fixtures.py (real CUDA parts for verify and
+# arches); pytester: tests/test_strict_ci.py runs the hooks on small test files.
+pytest_plugins = ["pytester", "tests.engine_fixtures", "tests.cuda_fixtures"]
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("TRAINIMG_TEST_CACHE", REPO / ".cache" / "test"))
@@ -41,9 +48,10 @@ ENGINE_FIXTURES = frozenset(
     {"local_podman", "dockerd", "registries", "run_image", "verify_cpu_image"}
 )
 # Real parts fetched or built once per machine: wheels from PyPI (the network on a fresh
-# machine), the cu128 torch wheel's libraries, NVIDIA's tools, a C compiler run.
+# machine), the cu128 torch wheel's libraries, NVIDIA's tools, a C compiler run; torchao
+# itself (its first import: ~4 CPU-seconds over torch's; tests/trainer/conftest.py).
 INTEGRATION_FIXTURES = frozenset(
-    {"wheelhouse", "cu128_wheelhouse", "torch_cu128", "libcurand", "cuobjdump", "nvcc"}
+    {"wheelhouse", "cu128_wheelhouse", "torch_cu128", "libcurand", "cuobjdump", "nvcc", "torchao"}
 )
 
 
@@ -80,10 +88,11 @@ def local_podman() -> Iterator[LocalPodman]:
         local.release(force=True)
 
 
-# The service keeps each build's context twice while it builds (the upload, then unpacked): on
-# a tmpfs with room, the cu128 context's 2 x 4 GB stay off the disk (CU128_FREE_DISK).
+# The service keeps each build's context twice while it builds (the upload, then unpacked) and
+# writes each layer's blob there before storing it: on a tmpfs with room, the cu128 build's
+# 2 x 4 GB and its 7 GB final layer stay off the disk (measured peak on the tmpfs: 15.3 GB).
 SERVICE_TMPFS = Path("/dev/shm")
-SERVICE_TMPFS_FREE = 16 * 10**9
+SERVICE_TMPFS_FREE = 17 * 10**9
 SERVICE_TMP = SERVICE_TMPFS / f"trainimg-test-{os.getpid()}"  # this session's
 
 
@@ -135,7 +144,7 @@ def wheelhouse() -> Path:
     """The default cell's wheelhouse (torch from /opt/wheels, the rest `pip download`ed once),
     with its wheelhouse.lock; cached in the test cache. Skipped, saying why, if it cannot be
     filled (no network and no local wheels)."""
-    from builder.wheelhouse import WheelhouseError, fill
+    from builder.build.wheelhouse import WheelhouseError, fill
     from builder.workspace import open_workspace
 
     ws = open_workspace(REPO / "matrix.yaml")
@@ -172,13 +181,19 @@ def trainer_dir() -> Path:
 
 
 def build_cell(
-    cell_name: str, podman_service: str, wheelhouse: Path, trainer_dir: Path, lock_path: Path
+    cell_name: str,
+    podman_service: str,
+    wheelhouse: Path,
+    trainer_dir: Path,
+    lock_path: Path,
+    *,
+    layers: bool = True,
 ) -> str:
     """Build one cell with trainimg's builder through the podman engine (podman-py) from the
     wheelhouse, air-gapped; its `<project.repository>:<cell>` ref. Unchanged inputs make later
-    sessions reuse the image (content-hash tag)."""
-    from builder.build import Builder
-    from builder.build_plan import BuildOptions, plan_cells
+    sessions reuse the image (build-hash tag)."""
+    from builder.build.builder import Builder
+    from builder.build.plan import BuildOptions, plan_cells
     from builder.engines.podman import PodmanEngine
     from builder.workspace import open_workspace
 
@@ -189,6 +204,7 @@ def build_cell(
         trainer_dir=trainer_dir,
         lock_path=lock_path,
         work_dir=CACHE / "build",
+        layers=layers,
     )
     engine = PodmanEngine(podman_service)
     try:
@@ -228,7 +244,7 @@ CU128_CELL = "debian12-cu128-py3.11-torch2.9.1-runtime"
 def cu128_wheelhouse() -> Path:
     """The cu128 cell's whole closure, hash-locked; local wheels (the CPU wheelhouse,
     /opt/wheels) first, the rest from PyPI."""
-    from builder.wheelhouse import WheelhouseError, fill
+    from builder.build.wheelhouse import WheelhouseError, fill
     from builder.workspace import open_workspace
 
     ws = open_workspace(REPO / "matrix.yaml")
@@ -241,14 +257,16 @@ def cu128_wheelhouse() -> Path:
     return dest
 
 
-# Measured: the used disk rose by 34-36 GB during the build in two runs (the wheelhouse already
-# filled; 52 GB before the context left the disk): podman keeps every step's container until
-# the build ends, so the venv stage's wheels (4 GB) and installed packages (7.5 GB) and the
-# final stage's copy of them (7.5 GB) are each on the disk twice (container and committed
-# layer); the context adds 2 x 4 GB unless the service's temporaries are on the tmpfs
-# (service_tmp_dir); the builder removes its own tarball once the engine has it.
-CU128_FREE_DISK = 36 * 10**9
-CU128_CONTEXT_COPIES = 8 * 10**9
+# The cu128 image is built with --no-layers (libpod's layers=false): with per-step layers podman
+# keeps every step's container beside its committed layer until the build ends, so the wheels'
+# COPY (4 GB), the venv stage's install (7.5 GB) and the final stage's copy of it (7.5 GB) are
+# each on the disk twice: measured +34-36 GB (and a CI run on a ~40 GB disk ran out of space at
+# the final stage's torch COPY). Without layers the venv stage is one container that is never
+# committed: measured +25.8 GB on a 36 GB loop-mounted store (4.5 -> 30.0 GB used, wheelhouse
+# and base already there), the build contexts and the final layer's blob (up to 15.3 GB) on the
+# tmpfs. Off the tmpfs those come to the disk too (CU128_CONTEXT_COPIES).
+CU128_FREE_DISK = 30 * 10**9
+CU128_CONTEXT_COPIES = 15 * 10**9
 
 
 @pytest.fixture(scope="session")
@@ -271,8 +289,10 @@ def cu128_image(
             f"context's copies {where}); {CACHE} has {free / 1e9:.1f} GB"
         )
     lock_path = tmp_path_factory.mktemp("cu128-image") / "lock.json"
-    image = build_cell(CU128_CELL, podman_service, cu128_wheelhouse, trainer_dir, lock_path)
-    # Its venv stage (11.6 GB, untagged) is layer cache only; the rest of the session needs the
-    # disk more. Tagged images and images in use stay.
+    image = build_cell(
+        CU128_CELL, podman_service, cu128_wheelhouse, trainer_dir, lock_path, layers=False
+    )
+    # Anything untagged it left is cache only; the rest of the session needs the disk more.
+    # Tagged images and images in use stay.
     local_podman.podman("image", "prune", "--force")
     return image

@@ -1,7 +1,7 @@
-"""The tests' one in-memory Engine (builder.engines.base.Engine, no container engine behind
-it): images and names in a FakeStore that the engines of a parallel build share, containers
-that "run" without running, every call recorded, and hooks that fail or interrupt at exact
-moments. It implements the interface rather than subclassing engines/sdk.SdkEngine: the base
+"""The tests' one in-memory Engine (every role of builder/engines/roles.py, no container engine
+behind it): images and names in a FakeStore that the engines of a parallel build share,
+containers that "run" without running, every call recorded, and hooks that fail or interrupt at
+exact moments. It implements the roles rather than subclassing engines/sdk.SdkEngine: the base
 holds what the SDK clients share, and a fake has no client."""
 
 from __future__ import annotations
@@ -13,12 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from builder.credentials import Credentials
 from builder.engines.base import (
     BuildRequest,
     BuildResult,
     ContainerRun,
-    Engine,
     EngineError,
     ImageInfo,
     ImageNotFound,
@@ -27,7 +25,9 @@ from builder.engines.base import (
     RunSpec,
 )
 from builder.engines.build_log import BuildLog
-from builder.labels import BUILD_LABEL_ARGS
+from builder.engines.credentials import Credentials
+from builder.engines.roles import Engine
+from builder.spec.labels import BUILD_LABEL_ARGS
 
 
 @dataclass
@@ -201,4 +201,4 @@ class FakeEngine:
 
 
 def _is_an_engine(fake: FakeEngine) -> Engine:
-    return fake  # mypy: the fake keeps to the interface
+    return fake  # mypy: the fake plays every role

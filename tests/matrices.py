@@ -6,11 +6,11 @@ import datetime as dt
 import shutil
 from pathlib import Path
 
-from builder.cell_hash import with_content_hashes
 from builder.matrix.expand import Expansion, expand
 from builder.matrix.load import parse_matrix
 from builder.matrix.model import Cell, Matrix
-from builder.render import BASE_TEMPLATE, TEMPLATE_DIR
+from builder.spec.cell_hash import with_cell_hashes
+from builder.spec.render import BASE_TEMPLATE, TEMPLATE_DIR
 
 DATA = Path(__file__).parent / "data"
 REPO = DATA.parent.parent
@@ -36,7 +36,7 @@ def variant(*replacements: tuple[str, str]) -> str:
 
 def load(*replacements: tuple[str, str]) -> tuple[Matrix, Expansion]:
     matrix = parse_matrix(variant(*replacements), "matrix.yaml")
-    return matrix, with_content_hashes(expand(matrix), matrix.project)
+    return matrix, with_cell_hashes(expand(matrix), matrix.project)
 
 
 def cell(name: str, *replacements: tuple[str, str]) -> Cell:

@@ -91,3 +91,62 @@ def test_gives_up_after_its_bound_naming_the_lock_and_the_pid(
     assert f"{lock} is still held by pid {holder.pid} after 1s" in proc.stderr
     assert "TRAINIMG_APT_LOCK_WAIT" in proc.stderr
     assert holder.poll() is None  # never touched
+
+
+def sourced(script: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
+    """bash that sources scripts/setup.sh, then runs `script` (PATH as given)."""
+    env = {"PATH": path or "/usr/bin:/bin", "HOME": "/nonexistent"}
+    cmd = ["/bin/bash", "-c", f"source scripts/setup.sh\n{script}"]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=30, env=env)
+
+
+def test_the_main_job_installs_only_podman_runc_and_debootstrap() -> None:
+    """On a machine with none of the tools (PATH empty): --demo's packages, and the tests'."""
+    demo = sourced("missing_packages demo | /usr/bin/sort", "/nonexistent")
+    assert demo.returncode == 0, demo.stderr
+    assert demo.stdout.split() == ["debootstrap", "podman", "runc"]
+    tests = set(sourced("missing_packages tests", "/nonexistent").stdout.split())
+    assert {"podman", "slurmd", "slurmctld", "munge", "dnf", "rpm"} <= tests
+    assert not {"docker.io", "slurmd", "munge", "docker-registry"} & set(demo.stdout.split())
+
+
+def test_installing_starts_no_service_and_leaves_none_enabled(tmp_path: Path) -> None:
+    """systemd cannot run here: systemctl and apt-get are stand-ins that record what they are
+    asked. During the install policy-rc.d says 101 (no start); a unit the install enabled is
+    disabled and stopped after; one enabled before is left alone."""
+    policy = tmp_path / "policy-rc.d"
+    log = tmp_path / "log"
+    script = f"""
+POLICY_RC={policy}
+enabled=" ssh.service "
+have_systemd() {{ true; }}
+systemctl() {{
+    case "$1" in
+    is-enabled) [[ "$enabled" == *" $3 "* ]] ;;
+    disable) echo "disable $*" >>{log}; enabled=${{enabled/ $4 / }} ;;
+    esac
+}}
+apt_get() {{
+    if [ "$1" = install ]; then
+        "$POLICY_RC" start docker.service; echo "policy says $?" >>{log}
+        enabled="$enabled docker.service munge.service "
+    fi
+}}
+install_quietly docker.io munge
+echo "after: $enabled" >>{log}
+test ! -e {policy} && echo "policy removed" >>{log}
+"""
+    done = sourced(script)
+    assert done.returncode == 0, done.stderr
+    lines = log.read_text().splitlines()
+    assert "policy says 101" in lines and "policy removed" in lines
+    assert "disable disable --now --quiet docker.service" in lines
+    assert "disable disable --now --quiet munge.service" in lines
+    assert not any("ssh.service" in line for line in lines if line.startswith("disable"))
+    assert "docker.service was enabled by its package: disabling it" in done.stderr
+
+
+def test_an_unknown_option_is_exit_2_with_the_usage() -> None:
+    done = subprocess.run(["scripts/setup.sh", "--bogus"], cwd=REPO, capture_output=True,
+                          text=True, timeout=30)  # fmt: skip
+    assert done.returncode == 2 and "usage: scripts/setup.sh [--demo]" in done.stderr

@@ -19,9 +19,8 @@ from trainer import casting, checkpoint, data, fault, machine, memory, precision
 from trainer.config import RunConfig
 from trainer.distributed import Dist, wrap
 from trainer.errors import BadInput
-from trainer.fp8 import rules, torchao_backend
+from trainer.fp8 import converters, rules
 from trainer.fp8.layers import LayerChoice
-from trainer.fp8.names import Backend
 from trainer.fp8.share import Fp8Share, fp8_share
 from trainer.fp8.stats import Fp8Monitor
 from trainer.mfu import peak_for, peak_tflops
@@ -61,7 +60,7 @@ class Run:
     fault: tuple[str, int] | None
     mem_estimate: memory.Estimate
     compiled: bool
-    fp8_all_gather: bool  # FSDP2 float8 all-gather: precompute the scales after each step
+    fp8_converter: converters.Fp8Converter | None  # the plan's FP8 backend/recipe; None: no FP8
     fp8_share: Fp8Share | None  # the FP8 share of the step's FLOPs and the speed-up it allows
     notes: list[str]  # warnings for the start of the run (resume fallbacks and overrides)
 
@@ -78,17 +77,11 @@ def _parse_fault(spec: str | None, steps: int, preset: str) -> tuple[str, int] |
     return found.kind, found.step
 
 
-def assemble(cfg: RunConfig, d: Dist, reserved: float = 0.0) -> Run:
-    """Check the config against the machine and the data, then build model and optimizer.
-    `reserved`: bytes another live model will still need (machine.check_memory)."""
-    t = cfg.train
-    plan = precision.resolve(cfg.precision)
-    injected = _parse_fault(t.inject_fault, t.steps, cfg.preset)
-    use_compile = machine.use_compile(t.compile, plan, d.device)
-    if use_compile:
-        machine.check_compiler()
-    device_name = machine.check_device(plan, d.device)
-
+def _open_checkpoints(
+    cfg: RunConfig, d: Dist
+) -> tuple[Path | None, checkpoint.Loaded | None, list[str]]:
+    """The checkpoint dir (stale temp files removed by the main rank) and the checkpoint to
+    resume from, with notes on the checkpoints skipped to find it."""
     ckpt_dir = checkpoint.prepare_dir(cfg.checkpoint.dir) if cfg.checkpoint.dir else None
     if ckpt_dir is not None and d.is_main:
         checkpoint.remove_stale(ckpt_dir)
@@ -101,7 +94,13 @@ def assemble(cfg: RunConfig, d: Dist, reserved: float = 0.0) -> Run:
     elif cfg.checkpoint.resume is not None:
         resume_path = checkpoint.find_resume(cfg.checkpoint.resume, ckpt_dir)
         loaded = checkpoint.load(resume_path) if resume_path is not None else None
+    return ckpt_dir, loaded, notes
 
+
+def _open_data(cfg: RunConfig) -> tuple[int, data.Source, Arch]:
+    """The sequence length the model can take, the data source and the model's shape (its
+    vocabulary is the data's)."""
+    t = cfg.train
     if cfg.model.size not in SIZES:
         raise BadInput(
             f"model.size: unknown size {cfg.model.size!r}; choose one of {', '.join(SIZES)}"
@@ -121,7 +120,12 @@ def assemble(cfg: RunConfig, d: Dist, reserved: float = 0.0) -> Run:
     )
     if t.eval_interval and source.file is not None and not source.file.eval_tokens:
         raise BadInput("train.eval_interval needs a held-out split: set data.eval_fraction > 0")
-    arch = resolve_arch(cfg.model, source.vocab_size)
+    return seq_len, source, resolve_arch(cfg.model, source.vocab_size)
+
+
+def _micro_batch(cfg: RunConfig, d: Dist, plan: precision.Plan, seq_len: int) -> int:
+    """Sequences per micro-batch and process; FP8 gradients need a token count CUDA takes."""
+    t = cfg.train
     if t.batch_size % (t.grad_accum * d.world):
         raise BadInput(
             f"train.batch_size {t.batch_size} (global) must be divisible by grad_accum "
@@ -132,17 +136,19 @@ def assemble(cfg: RunConfig, d: Dist, reserved: float = 0.0) -> Run:
         problems = rules.token_problems(micro * seq_len, plan.config.fp8_recipe)
         if problems:
             raise BadInput("FP8 gradients: " + "; ".join(problems))
-    need = memory.estimate(
-        arch,
-        plan,
-        micro=micro,
-        seq_len=seq_len,
-        world=d.world,
-        mode=d.mode,
-        recompute=t.activation_checkpointing,
-    )
-    if t.memory_check:
-        machine.check_memory(need, d, t.activation_checkpointing, reserved)
+    return micro
+
+
+def _resume_notes(
+    cfg: RunConfig,
+    d: Dist,
+    loaded: checkpoint.Loaded,
+    arch: Arch,
+    source: data.Source,
+    seq_len: int,
+) -> list[str]:
+    """May this checkpoint continue this run: what it saw against what this run will see."""
+    t = cfg.train
     seen: dict[str, Any] = {
         "data": source.fingerprint,
         "train.seed": t.seed,
@@ -150,25 +156,35 @@ def assemble(cfg: RunConfig, d: Dist, reserved: float = 0.0) -> Run:
         "data.seq_len": seq_len,
         "world_size": d.world,
     } | {f"precision.{k}": getattr(cfg.precision, k) for k in LAYERING_KEYS}
-    if loaded is not None:
-        notes += resume.check_resume(loaded, arch, cfg, seen)
+    return resume.check_resume(loaded, arch, cfg, seen)
 
-    torch.manual_seed(t.seed)
+
+def _build_model(
+    cfg: RunConfig,
+    plan: precision.Plan,
+    converter: converters.Fp8Converter | None,
+    d: Dist,
+    arch: Arch,
+    use_compile: bool,
+) -> tuple[Transformer, nn.Module, list[LayerChoice]]:
+    """The model from the run's seed, its FP8 layers converted, activation checkpointing and
+    torch.compile applied, on its device and wrapped for DDP or FSDP2."""
+    torch.manual_seed(cfg.train.seed)
     core = Transformer(arch, activation_dtype=plan.activation).to(plan.master)
-    all_gather = (
-        plan.uses_fp8
-        and plan.config.fp8_backend == Backend.TORCHAO
-        and torchao_backend.fsdp_float8_all_gather(plan, d.mode)
-    )
-    fp8_layers = casting.apply_fp8(core, plan, d.device, all_gather) if plan.uses_fp8 else []
-    recompute.apply(core, t.activation_checkpointing)
+    fp8_layers = casting.apply_fp8(core, converter, d.device) if converter is not None else []
+    recompute.apply(core, cfg.train.activation_checkpointing)
     if use_compile:
         for block in core.blocks:
             block.compile()
     core.to(d.device)
-    model = wrap(core, d, plan)
+    return core, wrap(core, d, plan), fp8_layers
 
-    lr = t.lr if t.lr is not None else SIZES[cfg.model.size].lr
+
+def _optimizer(
+    cfg: RunConfig, plan: precision.Plan, core: Transformer, lr: float, d: Dist
+) -> tuple[AdamW, torch.amp.GradScaler | None]:
+    """AdamW over the model's parameter groups, and a GradScaler when the plan needs one."""
+    t = cfg.train
     optimizer = AdamW(
         param_groups(core, t.weight_decay),
         lr=lr,
@@ -183,20 +199,67 @@ def assemble(cfg: RunConfig, d: Dist, reserved: float = 0.0) -> Run:
         if plan.loss_scaling
         else None
     )
+    return optimizer, scaler
+
+
+def _batches(cfg: RunConfig, d: Dist, source: data.Source, seq_len: int) -> data.Batches:
+    t = cfg.train
+    return data.Batches(
+        source,
+        seed=t.seed,
+        seq_len=seq_len,
+        batch_size=t.batch_size,
+        grad_accum=t.grad_accum,
+        rank=d.rank,
+        world=d.world,
+        device=d.device,
+    )
+
+
+def _fp8_monitor(core: Transformer, plan: precision.Plan, names: list[str]) -> Fp8Monitor | None:
+    if names and plan.fp8_forward is not None:
+        return Fp8Monitor(core, names, plan.fp8_forward, plan.fp8_backward)
+    return None
+
+
+def assemble(cfg: RunConfig, d: Dist, reserved: float = 0.0) -> Run:
+    """Check the config against the machine and the data, then build model and optimizer.
+    `reserved`: bytes another live model will still need (machine.check_memory)."""
+    t = cfg.train
+    plan = precision.resolve(cfg.precision)
+    converter = converters.for_plan(plan, d.mode)  # the one FP8 backend/recipe object
+    injected = _parse_fault(t.inject_fault, t.steps, cfg.preset)
+    use_compile = machine.use_compile(t.compile, plan, d.device)
+    if use_compile:
+        machine.check_compiler()
+    device_name = machine.check_device(plan, d.device, converter)
+    ckpt_dir, loaded, notes = _open_checkpoints(cfg, d)
+    seq_len, source, arch = _open_data(cfg)
+    micro = _micro_batch(cfg, d, plan, seq_len)
+    need = memory.estimate(
+        arch,
+        plan,
+        micro=micro,
+        seq_len=seq_len,
+        world=d.world,
+        mode=d.mode,
+        recompute=t.activation_checkpointing,
+    )
+    if t.memory_check:
+        machine.check_memory(need, d, t.activation_checkpointing, reserved)
+    if loaded is not None:
+        notes += _resume_notes(cfg, d, loaded, arch, source, seq_len)
+
+    core, model, fp8_layers = _build_model(cfg, plan, converter, d, arch, use_compile)
+    lr = t.lr if t.lr is not None else SIZES[cfg.model.size].lr
+    optimizer, scaler = _optimizer(cfg, plan, core, lr, d)
     if loaded is not None:
         resume.load_state(loaded, core, model, optimizer, scaler)
 
     fp8_names = [c.name for c in fp8_layers if c.fp8]
-    monitor = None
-    if fp8_names and plan.fp8_forward is not None:
-        monitor = Fp8Monitor(core, fp8_names, plan.fp8_forward, plan.fp8_backward)
     peak = peak_for(device_name) if d.device.type == "cuda" else None
     step_flops = flops_per_token(arch, seq_len)
-    share = (
-        fp8_share(fp8_layers, plan, step_flops, peak.fp8 / peak.bf16 if peak and peak.fp8 else None)
-        if plan.uses_fp8
-        else None
-    )
+    fp8_rate = peak.fp8 / peak.bf16 if peak and peak.fp8 else None
     return Run(
         cfg=cfg,
         plan=plan,
@@ -204,25 +267,16 @@ def assemble(cfg: RunConfig, d: Dist, reserved: float = 0.0) -> Run:
         arch=arch,
         seq_len=seq_len,
         source=source,
-        batches=data.Batches(
-            source,
-            seed=t.seed,
-            seq_len=seq_len,
-            batch_size=t.batch_size,
-            grad_accum=t.grad_accum,
-            rank=d.rank,
-            world=d.world,
-            device=d.device,
-        ),
+        batches=_batches(cfg, d, source, seq_len),
         core=core,
         model=model,
         optimizer=optimizer,
         scaler=scaler,
         fp8_layers=fp8_layers,
-        fp8_monitor=monitor,
-        forward_context=casting.forward_context(plan, d.device),
+        fp8_monitor=_fp8_monitor(core, plan, fp8_names),
+        forward_context=casting.forward_context(plan, converter, d.device),
         weight_context=casting.weight_context(
-            plan, [core.get_submodule(n) for n in fp8_names], d.mode
+            converter, [core.get_submodule(n) for n in fp8_names]
         ),
         ckpt_dir=ckpt_dir,
         resume=loaded,
@@ -240,7 +294,11 @@ def assemble(cfg: RunConfig, d: Dist, reserved: float = 0.0) -> Run:
         fault=injected,
         mem_estimate=need,
         compiled=use_compile,
-        fp8_all_gather=bool(all_gather) and any(c.fp8 for c in fp8_layers),
-        fp8_share=share,
+        fp8_converter=converter,
+        fp8_share=(
+            fp8_share(fp8_layers, converter.fp8_gemms, step_flops, fp8_rate)
+            if converter is not None
+            else None
+        ),
         notes=notes,
     )

@@ -50,13 +50,14 @@ def lines(run: Run) -> list[str]:
         f"(micro {b.micro}, accum {b.grad_accum}) | lr {run.lr:g}, warmup {run.warmup}",
         f"precision {cfg.preset}: {layering}",
     ]
-    if run.plan.uses_fp8:
+    converter = run.fp8_converter
+    if converter is not None:
         fp8 = [c for c in run.fp8_layers if c.fp8]
         kept = _kept(run.fp8_layers)
         out.append(
-            f"fp8: {len(fp8)}/{len(run.fp8_layers)} linear layers via {p.fp8_backend} "
-            f"({p.fp8_recipe}); kept in high precision: {'; '.join(kept) or 'none'}"
-            + ("; FSDP2 float8 all-gather" if run.fp8_all_gather else "")
+            f"fp8: {len(fp8)}/{len(run.fp8_layers)} linear layers via {converter.describe()}; "
+            f"kept in high precision: {'; '.join(kept) or 'none'}"
+            + ("; FSDP2 float8 all-gather" if converter.fsdp_float8_all_gather else "")
         )
     if run.fp8_share is not None and run.fp8_share.layers:
         out.append(f"fp8 ceiling: {run.fp8_share.describe()}")

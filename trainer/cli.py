@@ -43,7 +43,7 @@ exit codes:
        clean exit; start again with --resume to continue
 """
 
-# the seed's precision layering keys, plus how FP8 is done
+# the precision layering keys (presets.LAYERING_KEYS), plus how FP8 is done
 _PRECISION_FLAGS = (*LAYERING_KEYS, "fp8_recipe", "fp8_backend")
 
 
@@ -63,6 +63,17 @@ def _train_parser(sub: Any) -> None:
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_input_args(p)
+    _add_schedule_args(p)
+    _add_checkpoint_args(p)
+    _add_metrics_args(p)
+    _add_precision_args(p)
+    _add_experiment_args(p)
+    p.set_defaults(func=_cmd_train)
+
+
+def _add_input_args(p: argparse.ArgumentParser) -> None:
+    """Where the settings, the model and the data come from."""
     p.add_argument("--config", metavar="FILE", help="config file (.yaml, .toml or .json)")
     p.add_argument("--preset", choices=list(PRESETS), help="precision preset (default fp8-fwd)")
     p.add_argument("--model", choices=list(SIZES), help="model size (default tiny)")
@@ -72,6 +83,10 @@ def _train_parser(sub: Any) -> None:
     p.add_argument("--data-format", choices=OTHER_CHOICES[("data", "format")])
     p.add_argument("--token-dtype", choices=OTHER_CHOICES[("data", "token_dtype")])
     p.add_argument("--seq-len", type=int, metavar="N")
+
+
+def _add_schedule_args(p: argparse.ArgumentParser) -> None:
+    """Batch, steps, seed, device and parallelism, compilation and recompute."""
     p.add_argument("--batch-size", type=int, metavar="N", help="global sequences per step")
     p.add_argument("--grad-accum", type=int, metavar="N")
     p.add_argument("--lr", type=float, metavar="LR", help="peak learning rate")
@@ -92,6 +107,9 @@ def _train_parser(sub: Any) -> None:
     p.add_argument(
         "--activation-checkpointing", choices=OTHER_CHOICES[("train", "activation_checkpointing")]
     )
+
+
+def _add_checkpoint_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ckpt-dir", metavar="DIR", help="checkpoint directory (e.g. /ckpt)")
     p.add_argument(
         "--resume",
@@ -108,6 +126,9 @@ def _train_parser(sub: Any) -> None:
     )
     p.add_argument("--keep-last", type=int, metavar="N", help="checkpoints to keep (default 3)")
     p.add_argument("--checkpoint-interval", type=int, metavar="N", help="steps between checkpoints")
+
+
+def _add_metrics_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics-file", metavar="FILE", help="append JSONL metrics here")
     p.add_argument("--log-interval", type=int, metavar="N")
     p.add_argument(
@@ -120,6 +141,9 @@ def _train_parser(sub: Any) -> None:
         help="trace STEPS steps (after 2 warm-up steps) with torch.profiler into "
         "profile_rank<R>.json in --ckpt-dir (or metrics.profile_dir, or .)",
     )
+
+
+def _add_precision_args(p: argparse.ArgumentParser) -> None:
     for key in _PRECISION_FLAGS:
         p.add_argument(_flag(key), choices=PRECISION_CHOICES[key], help=f"precision.{key}")
     p.add_argument(
@@ -134,6 +158,10 @@ def _train_parser(sub: Any) -> None:
         help="layers kept out of FP8, comma-separated "
         "(default embedding,head,first_block,last_block)",
     )
+
+
+def _add_experiment_args(p: argparse.ArgumentParser) -> None:
+    """Health action, A/B comparison, injected faults and any other config key."""
     p.add_argument("--spike-action", choices=OTHER_CHOICES[("health", "spike_action")])
     p.add_argument(
         "--compare",
@@ -154,7 +182,6 @@ def _train_parser(sub: Any) -> None:
         metavar="SECTION.KEY=VALUE",
         help="any config key, e.g. --set train.weight_decay=0.0 (repeatable)",
     )
-    p.set_defaults(func=_cmd_train)
 
 
 _FLAG_KEYS: dict[str, tuple[str, str]] = {

@@ -1,4 +1,4 @@
-"""A/B comparison (seed §4.3: "compare the loss curve against the BF16 baseline first").
+"""A/B comparison: an FP8 run's loss curve against the BF16 baseline from the same start.
 
 Both sides train from the same seed, so they start from the same weights (initialised in fp32,
 then cast) and see the same batches; only the precision preset differs (how they are trained:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Union
 
 from trainer.errors import BadInput
-from trainer.fp8.names import Backend, Recipe
+from trainer.fp8_names import Backend, Recipe
 from trainer.presets import DEFAULT_PRESET, PRESETS
 
 PRECISION_CHOICES: Final = {
@@ -69,7 +69,7 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class PrecisionConfig:
-    """The seed's precision layering (§5.1) plus the FP8 knobs (§4.3, §6.2)."""
+    """The precision layering (a dtype per part of a step) plus the FP8 knobs."""
 
     master_weights: str = PRESETS[DEFAULT_PRESET]["master_weights"]
     optimizer_state: str = PRESETS[DEFAULT_PRESET]["optimizer_state"]
@@ -117,7 +117,7 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class HealthConfig:
-    """Numerical health (seed §6.1): NaN/Inf always stops; loss spikes warn or stop."""
+    """Numerical health: NaN/Inf always stops; loss spikes warn or stop."""
 
     spike_action: str = "warn"
     spike_factor: float = 2.0

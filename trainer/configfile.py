@@ -1,7 +1,7 @@
 """Reading a config file (YAML, TOML or JSON) and `--set section.key=value` overrides.
 
 The format follows the extension (.yaml/.yml, .toml, .json); anything else is tried as YAML,
-which also reads JSON. A file may be the seed's own `precision_config` block on its own: a
+which also reads JSON. A file may be a `precision_config:` block on its own: a
 top-level mapping whose keys are all precision keys is taken as the `precision` section.
 """
 

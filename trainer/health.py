@@ -1,4 +1,4 @@
-"""Numerical health (seed §6.1): stop at the first NaN/Inf, watch for loss spikes.
+"""Numerical health: stop at the first NaN/Inf, watch for loss spikes.
 
 A non-finite loss or gradient norm stops the run before the optimizer step, so the weights and
 the last checkpoint stay good. A loss far above its running median (a spike, the usual

@@ -15,7 +15,7 @@ import torch
 
 from trainer import __version__
 from trainer.fp8 import mxfp8, rules
-from trainer.fp8.names import Recipe
+from trainer.fp8_names import Recipe
 from trainer.machine import cpu_scaled_mm
 from trainer.mfu import peak_for
 from trainer.presets import PRESETS
@@ -62,12 +62,14 @@ def _devices() -> list[dict[str, Any]]:
 
 
 def _mxfp8() -> dict[str, Any]:
-    """MXFP8 training: torchao's module (>= 0.17), the Pythons its CUDA kernels are built for,
-    and what stops it on this install (GPUs: each device's `mxfp8`; the CPU emulates it)."""
+    """MXFP8 training: torchao's module (>= 0.17), the CUDA runtime its CUDA kernels link, and
+    what stops it on this install (GPUs: each device's `mxfp8`; the CPU emulates it)."""
     problem = mxfp8.module_problem()
+    if problem is None and torch.version.cuda is None:
+        problem = "this torch has no CUDA build: MXFP8 runs only emulated, on the CPU"
     return {
-        "module": problem is None,
-        "cuda_kernels_for": mxfp8.kernel_builds(),
+        "module": mxfp8.module_problem() is None,
+        "kernel_cudart": mxfp8.kernel_cudart(),
         "problem": problem or mxfp8.kernel_problem(),
     }
 
@@ -97,7 +99,7 @@ def _mx_line(mx: dict[str, Any]) -> str:
         return f"no: {mx['problem']}"
     if mx["problem"]:
         return f"emulated on the CPU only: {mx['problem']}"
-    return "yes (torchao's module and CUDA kernels for this Python; GPUs: sm_100/sm_103)"
+    return "yes (torchao's module and CUDA kernels for this torch's CUDA; GPUs: sm_100/sm_103)"
 
 
 def human(info: dict[str, Any]) -> str:

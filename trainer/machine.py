@@ -12,7 +12,7 @@ from trainer import memory, precision
 from trainer.distributed import Dist
 from trainer.errors import BadInput
 from trainer.fp8 import rules
-from trainer.fp8.names import Backend
+from trainer.fp8.converters import Fp8Converter
 
 
 def cpu_scaled_mm() -> bool:
@@ -26,12 +26,14 @@ def cpu_scaled_mm() -> bool:
     return True
 
 
-def check_device(plan: precision.Plan, device: torch.device) -> str:
+def check_device(
+    plan: precision.Plan, device: torch.device, converter: Fp8Converter | None = None
+) -> str:
     """The device's name; BadInput when it cannot run this precision plan."""
     if device.type == "cpu":
         if plan.uses_fp8:
-            if plan.config.fp8_backend == Backend.TRANSFORMER_ENGINE:
-                raise BadInput("fp8_backend transformer_engine runs on CUDA devices only")
+            if converter is not None and converter.cuda_only:
+                raise BadInput(f"fp8_backend {converter.backend} runs on CUDA devices only")
             if not cpu_scaled_mm():
                 raise BadInput(
                     f"FP8 on the CPU needs torch._scaled_mm for CPU tensors (torch >= 2.13); "

@@ -1,4 +1,4 @@
-"""Monitoring (seed §5.2): console lines and a JSONL file, one record per log interval.
+"""Monitoring: console lines and a JSONL file, one record per log interval.
 
 Records carry loss, tokens/s per device, step time, peak memory, MFU, the grad-norm median and
 p99 over a window and FP8 amax/scale statistics; evaluation and a final summary get their own

@@ -2,7 +2,8 @@
 
 Sizes run from a CPU test model to about 1B parameters. Every Linear's dims are multiples of
 16 in the named sizes, so all of them can take FP8; norms, rotary embeddings, the softmax and
-the loss run in fp32 whatever the precision config says (they are the sensitive ops, §2.1).
+the loss run in fp32 whatever the precision config says (their reductions and exponentials lose
+accuracy in low precision).
 """
 
 from __future__ import annotations

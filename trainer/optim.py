@@ -1,7 +1,7 @@
 """AdamW whose moments live in `optimizer_state` precision, independent of the weights' dtype.
 
 torch.optim.AdamW keeps its moments in the parameter's dtype, so BF16 master weights would
-force BF16 moments; the seed keeps FP32 optimizer state under BF16 weights (§4.2). Here the
+force BF16 moments; `optimizer_state` fp32 keeps FP32 moments under BF16 weights. Here the
 update is computed in fp32 for every parameter and written back in the parameter's and the
 state's own dtypes. The math is torch's AdamW (decoupled weight decay, bias correction), and
 the state dict has the same keys, so torch's distributed state-dict helpers handle it.

@@ -14,7 +14,7 @@ import torch
 
 from trainer.config import PrecisionConfig
 from trainer.errors import BadInput
-from trainer.fp8.names import ROWWISE_RECIPES, Backend, Recipe
+from trainer.fp8_names import ROWWISE_RECIPES, Backend, Recipe
 
 DTYPES: Final = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 FP8_DTYPES: Final = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}

@@ -1,4 +1,4 @@
-"""Precision presets: named settings of the seed's precision layering (§5.1).
+"""Precision presets: named settings of the precision layering (a dtype per part of a step).
 
 The presets differ from each other only in the matmul rows, so `--compare bf16,fp8-fwd` isolates
 what FP8 does: `fp8-fwd` is FP8 E4M3 forward, BF16 backward, `bf16` is the same with a BF16
@@ -19,7 +19,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Final
 
-from trainer.fp8.names import Recipe
+from trainer.fp8_names import Recipe
 
 LAYERING_KEYS: Final = (
     "master_weights",
@@ -30,7 +30,7 @@ LAYERING_KEYS: Final = (
     "grad_sync",
 )
 
-_SEED_DEFAULT: Final = {
+_BASE_LAYERING: Final = {
     "master_weights": "fp32",
     "optimizer_state": "fp32",
     "forward_matmul": "fp8_e4m3",
@@ -41,11 +41,11 @@ _SEED_DEFAULT: Final = {
 
 PRESETS: Final = MappingProxyType(
     {
-        "bf16": MappingProxyType(_SEED_DEFAULT | {"forward_matmul": "bf16"}),
-        "fp8-fwd": MappingProxyType(dict(_SEED_DEFAULT)),
-        "fp8": MappingProxyType(_SEED_DEFAULT | {"backward_matmul": "fp8_e5m2"}),
+        "bf16": MappingProxyType(_BASE_LAYERING | {"forward_matmul": "bf16"}),
+        "fp8-fwd": MappingProxyType(dict(_BASE_LAYERING)),
+        "fp8": MappingProxyType(_BASE_LAYERING | {"backward_matmul": "fp8_e5m2"}),
         "mxfp8": MappingProxyType(
-            _SEED_DEFAULT | {"backward_matmul": "fp8_e4m3", "fp8_recipe": Recipe.MXFP8}
+            _BASE_LAYERING | {"backward_matmul": "fp8_e4m3", "fp8_recipe": Recipe.MXFP8}
         ),
         "fp16": MappingProxyType(
             {

@@ -1,10 +1,10 @@
-"""Activation checkpointing (seed §4.4): trade recompute for activation memory.
+"""Activation checkpointing: trade recompute for activation memory.
 
 `full` recomputes every block in the backward. `selective` recomputes only the cheap ops of
 each block (norms, rotary embeddings, activations, FP8 casts) and keeps the outputs of the
 matmuls and of attention, which are expensive to redo: most of the memory saving for a small
-part of the recompute. The seed's rule of thumb: turn it on when activations exceed ~20 % of
-memory; it is off by default.
+part of the recompute (Korthikanti et al., arXiv:2205.05198). Worth it when activations are a
+large share of memory (memory.py estimates them); it is off by default.
 """
 
 from __future__ import annotations

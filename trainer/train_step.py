@@ -12,7 +12,6 @@ from trainer import health, memory
 from trainer.assemble import Run
 from trainer.distributed import all_reduce, no_sync
 from trainer.errors import NumericalStop, OutOfMemory
-from trainer.fp8 import torchao_backend
 from trainer.signals import StopRequest
 
 
@@ -88,8 +87,8 @@ def optimizer_step(
                 f"{run.cfg.precision.loss_scale_floor:g}: fp16 gradients keep overflowing"
             )
     run.optimizer.measure = False
-    if run.fp8_all_gather:
-        torchao_backend.precompute_scales(run.model)
+    if run.fp8_converter is not None:
+        run.fp8_converter.after_optimizer_step(run.model)
     run.optimizer.zero_grad(set_to_none=True)
     if run.fault is not None and run.fault == ("weight-nan", step):
         with torch.no_grad():

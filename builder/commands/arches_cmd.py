@@ -6,7 +6,7 @@ it (builder.facts.gpus: sm_XY runs on X.Z with Z >= Y), by JIT when some module 
 it, and not at all when some module has neither; a library that picks per-architecture kernels
 at run time (cuBLAS, cuDNN, ...) needs code for it in at least one module
 (builder/facts/kernel_dispatch.py). A path is scanned here; an image is scanned from inside a
-short container by its own Python (builder/verify/scan.py says why).
+short container by its own Python (builder/arches/scan.py says why).
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import json
 import os
 from typing import Any
 
-from builder import arches
+from builder.arches import coverage as arches
+from builder.arches.fatbin import scan_paths
+from builder.arches.scan import IMAGE_ROOTS, scan_image
 from builder.commands.common import add_engine_options, shared_options
 from builder.engines import discover
 from builder.errors import TrainimgError
 from builder.facts import kernel_dispatch
-from builder.fatbin import scan_paths
-from builder.verify.scan import IMAGE_ROOTS, scan_image
 from builder.verify.target import resolve_image
 
 

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from builder.base_image import BaseSpec, make_offline_base
+from builder.build.base_image import BaseSpec, make_offline_base
 from builder.commands.common import add_engine_options, shared_options, workspace
-from builder.engines.base import Engine
 from builder.engines.discover import engine_session
 from builder.engines.local_podman import ROOT_ENV
+from builder.engines.roles import ImageStore
 from builder.errors import TrainimgError
 from builder.facts.oses import DEBIAN_MIRROR, DISTROS
 from builder.matrix.model import OsSpec
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _make(args: argparse.Namespace, os_spec: OsSpec, engine: Engine) -> None:
+def _make(args: argparse.Namespace, os_spec: OsSpec, engine: ImageStore) -> None:
     suite = os_spec.distro.codename  # the Debian suite debootstrap fetches
     if not suite:
         recipes = [key for key, distro in DISTROS.items() if distro.codename]

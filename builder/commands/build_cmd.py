@@ -18,10 +18,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from builder import lock as lockfile
-from builder.build import Builder, BuildsFailed, Outcome, Ui
-from builder.build_plan import BuildOptions, default_paths, plan_cells, refuse_bad_options
+from builder.build import lock as lockfile
+from builder.build.builder import Builder, BuildsFailed, Outcome, Ui
+from builder.build.plan import BuildOptions, default_paths, plan_cells, refuse_bad_options
 from builder.commands.common import add_engine_options, shared_options, workspace
+from builder.engines import proxy
 from builder.engines.base import EngineError, EngineUnavailable, short_id
 from builder.engines.build_log import STEP_LINE
 from builder.engines.discover import HOW_TO_START, EngineSearch, discover
@@ -40,13 +41,16 @@ def register(sub: Any) -> None:
         parents=[shared_options()],
         description=(
             "Build each CELL (default: the matrix's project.default_cell; --all: every cell) "
-            "from its rendered Containerfile, tag it <repo>:<cell> and <repo>:<content hash>, "
-            "and record it in images/lock.json. A cell whose content-hash tag exists is not "
+            "from its rendered Containerfile, tag it <repo>:<cell> and <repo>:<build hash>, "
+            "and record it in images/lock.json. A cell whose build-hash tag exists is not "
             "built again. Exit codes: 0 ok, 1 a build failed, 2 could not start, 130 interrupted."
         ),
     )
     p.add_argument(
-        "cells", nargs="*", metavar="CELL", help="cells to build (see `trainimg matrix list`)"
+        "cells",
+        nargs="*",
+        metavar="CELL",
+        help="cells to build (see `trainimg matrix list`); globs too: 'rocky9-*'",
     )
     p.add_argument("--all", action="store_true", help="build every cell of the matrix")
     add_engine_options(p)
@@ -75,23 +79,7 @@ def register(sub: Any) -> None:
         "NVIDIA's CUDA repository: baseurls, the key's sha256, an optional CA), laid over the "
         "matrix's own for this build (docs/build.md)",
     )
-    p.add_argument(
-        "--pull",
-        action="store_true",
-        help="pull registry bases (always; locally made bases are never pulled)",
-    )
-    p.add_argument(
-        "--build-arg",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a build argument (repeatable); part of the content hash",
-    )
-    p.add_argument(
-        "--jobs", "-j", type=int, default=1, metavar="N", help="cells built at once (default 1)"
-    )
-    p.add_argument("--no-cache", action="store_true", help="do not reuse cached layers")
-    p.add_argument("--force", action="store_true", help="build even if the content-hash tag exists")
+    _add_build_options(p)
     p.add_argument(
         "--repository", help="image repository (default: the matrix's project.repository)"
     )
@@ -108,6 +96,39 @@ def register(sub: Any) -> None:
         "--quiet", "-q", action="store_true", help="show only build steps, not their output"
     )
     p.set_defaults(func=run)
+
+
+def _add_build_options(p: argparse.ArgumentParser) -> None:
+    """How each image is built: pulls, build arguments, proxy, parallelism, caches."""
+    p.add_argument(
+        "--pull",
+        action="store_true",
+        help="pull registry bases (always; locally made bases are never pulled)",
+    )
+    p.add_argument(
+        "--build-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a build argument (repeatable); part of the build hash",
+    )
+    p.add_argument(
+        "--proxy",
+        metavar="URL",
+        help="HTTP proxy for the RUN steps (default: the host's http(s)_proxy, no_proxy); "
+        "credentials allowed: kept out of the image, the lock, the log and the build hash",
+    )
+    p.add_argument(
+        "--jobs", "-j", type=int, default=1, metavar="N", help="cells built at once (default 1)"
+    )
+    p.add_argument("--no-cache", action="store_true", help="do not reuse cached layers")
+    p.add_argument(
+        "--no-layers",
+        action="store_true",
+        help="podman only: no per-step layers (each stage in one container, the image's new "
+        "content as one layer): about a third less peak disk, no layer reuse",
+    )
+    p.add_argument("--force", action="store_true", help="build even if the build-hash tag exists")
 
 
 def _env_path(name: str) -> Path | None:
@@ -188,31 +209,46 @@ def summary(console: Console, outcomes: list[Outcome]) -> None:
                 console.print(Text(f"  | {line}"), highlight=False, soft_wrap=True)
 
 
-def run(args: argparse.Namespace) -> int:
+def _options(args: argparse.Namespace) -> BuildOptions:
+    """The build options the flags give, each checked (exit 2 naming the flag)."""
     if args.jobs < 1:
         raise TrainimgError("--jobs must be at least 1")
     if args.network is not None and not _NETWORK.match(args.network):
         raise TrainimgError(f"--network {args.network!r}: not a network name")
     buildargs = parse_build_args(args.build_arg)
+    for key in buildargs:
+        if key.lower() in proxy.NAMES:
+            raise TrainimgError(
+                f"--build-arg {key}: a proxy is not a build argument (it would enter the build "
+                "hash); trainimg passes the host's http_proxy, https_proxy and no_proxy, or "
+                "--proxy URL, to the build's RUN steps and keeps them out of the image"
+            )
+    build_proxy = proxy.from_environment(os.environ, args.proxy)
     if args.repository is not None and not _REPOSITORY.match(args.repository):
         raise TrainimgError(f"--repository {args.repository!r}: not an image repository name")
-    ws = workspace(args)
-    if args.all and args.cells:
-        raise TrainimgError("give CELL names or --all, not both")
-    cells = ws.cells if args.all else ws.select(args.cells or [ws.matrix.project.default_cell])
-    opts = BuildOptions(
+    return BuildOptions(
         repository=args.repository,
         wheelhouse=args.wheelhouse.resolve() if args.wheelhouse else None,
         network=args.network,
         pull=args.pull,
         buildargs=buildargs,
         nocache=args.no_cache,
+        layers=not args.no_layers,
         force=args.force,
         jobs=args.jobs,
         trainer_dir=args.trainer.resolve() if args.trainer else None,
         lock_path=args.lock,
         mirrors=args.mirrors,
+        proxy=build_proxy,
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    opts = _options(args)
+    ws = workspace(args)
+    if args.all and args.cells:
+        raise TrainimgError("give CELL names or --all, not both")
+    cells = ws.cells if args.all else ws.select(args.cells or [ws.matrix.project.default_cell])
     refuse_bad_options(ws, cells, opts)
     lock_path, work_dir = default_paths(ws, opts)
     lockfile.read(lock_path)  # an unreadable lock stops us here, not after a build

@@ -11,10 +11,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import tempfile
 from pathlib import Path
 
+from builder.build.lock import DEFAULT_PATH as DEFAULT_LOCK
+from builder.errors import TrainimgError
 from builder.facts.driver_version import DriverVersion
-from builder.lock import DEFAULT_PATH as DEFAULT_LOCK
+from builder.host.shown import shown
 from builder.workspace import DEFAULT_MATRIX, Workspace, open_workspace
 
 
@@ -54,21 +57,104 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     """--engine and --url, as every command that talks to a container engine takes them."""
     from builder.engines.discover import ENGINE_NAMES  # only commands that use an engine
 
+    env = os.environ.get(ENGINE_ENV) or None
     p.add_argument(
         "--engine",
         choices=ENGINE_NAMES,
-        default=os.environ.get("TRAINIMG_ENGINE") or None,
-        help="podman (podman-py) or docker (docker SDK); default: $TRAINIMG_ENGINE or discovery",
+        type=_engine_name,
+        default=None if env is None else _FromEnv(env),
+        help=f"podman (podman-py) or docker (docker SDK); default: ${ENGINE_ENV} or discovery",
     )
     p.add_argument(
-        "--url", help="the engine's API URL (unix:///..., tcp://...); default: discovery"
+        "--url",
+        type=_engine_url,
+        help="the engine's API URL (unix:///..., tcp://..., ssh://...); default: discovery",
     )
+
+
+ENGINE_ENV = "TRAINIMG_ENGINE"
+
+
+class _FromEnv(str):
+    """A default read from the environment: argparse passes string defaults through `type`
+    (never through `choices`), so a bad $TRAINIMG_ENGINE is caught there and named."""
+
+
+def _engine_name(text: str) -> str:
+    from builder.engines.discover import ENGINE_NAMES
+
+    if isinstance(text, _FromEnv) and text not in ENGINE_NAMES:
+        raise argparse.ArgumentTypeError(
+            f"${ENGINE_ENV}={shown(text)} is not an engine: set it to "
+            f"{' or '.join(ENGINE_NAMES)}, or unset it"
+        )
+    return str(text)
+
+
+def _engine_url(text: str) -> str:
+    from builder.engines.discover import url_problem
+
+    problem = url_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{shown(text)}: {problem}")
+    return text
 
 
 def driver_argument(text: str) -> DriverVersion:
     """An argparse type for a driver version (`trainimg preflight --target-driver`, `trainimg
     compat --driver`)."""
     try:
-        return DriverVersion.planned(text)
+        return DriverVersion(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _nearest_existing(path: Path) -> Path:
+    here = path
+    while not here.exists() and here != here.parent:
+        here = here.parent
+    return here
+
+
+def _probe_writable(directory: Path, said: str) -> None:
+    """Create and remove a file in `directory`: the one honest test (root passes os.access on
+    a read-only mount; /sys refuses even root)."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".trainimg-probe-", dir=directory)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise TrainimgError(f"{said}: cannot write in {shown(directory)}: {exc.strerror}") from None
+    space = os.statvfs(directory)
+    if space.f_bavail == 0:
+        raise TrainimgError(f"{said}: cannot write in {shown(directory)}: its filesystem is full")
+
+
+def output_file(text: str, option: str = "-o") -> Path:
+    """The file a command will write (-o/--output), checked before any work: not a directory,
+    not a device or other special file (a rename would replace it), and its directory - or
+    the nearest one that exists, where the missing ones would be made - takes a new file."""
+    path = Path(text)
+    said = f"{option} {shown(text)}"
+    if path.is_dir():
+        raise TrainimgError(f"{said}: is a directory; name a file (e.g. {shown(path / 'out')})")
+    if path.exists() and not path.is_file():
+        raise TrainimgError(f"{said}: exists and is not a regular file; name a new file")
+    where = _nearest_existing(path.parent if str(path.parent) else Path("."))
+    if not where.is_dir():
+        raise TrainimgError(f"{said}: {shown(where)} is not a directory")
+    _probe_writable(where, said)
+    return path
+
+
+def output_dir(path: Path, option: str) -> Path:
+    """A directory a command will fill (--dest), checked before any work: a directory or not
+    there yet, and writable where it is (or where it would be made)."""
+    said = f"{option} {shown(path)}"
+    if path.exists() and not path.is_dir():
+        raise TrainimgError(f"{said}: is a file, not a directory")
+    where = _nearest_existing(path)
+    if not where.is_dir():
+        raise TrainimgError(f"{said}: {shown(where)} is not a directory")
+    _probe_writable(where, said)
+    return path

@@ -15,12 +15,13 @@ import subprocess
 import sys
 from typing import Any
 
-from builder import lock as lockfile
+from builder.build import lock as lockfile
 from builder.commands.common import driver_argument, shared_options, workspace
 from builder.errors import TrainimgError
+from builder.host.parsers import podman_inspect
 from builder.preflight import compat
 from builder.preflight import images as img
-from builder.preflight.parsers import podman_inspect
+from builder.workspace import DEFAULT_MATRIX
 
 
 def register(sub: Any) -> None:
@@ -78,6 +79,8 @@ def _image(args: argparse.Namespace) -> img.ImageRecord:
         lock_path = ws.root / lockfile.DEFAULT_PATH
         lock, _ = img.from_lock(lock_path) if lock_path.is_file() else ([], [])
     except TrainimgError:
+        if args.matrix != DEFAULT_MATRIX:
+            raise  # a matrix named on purpose must load: a cell is not an image reference
         cells, lock = [], []
     for rec in img.merge(cells, lock):
         if name in (rec.cell, rec.name):

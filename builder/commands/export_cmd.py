@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from builder.commands.common import add_engine_options, shared_options
+from builder.commands.common import add_engine_options, output_file, shared_options
 from builder.engines.discover import engine_session
+from builder.engines.roles import ImageExport
 from builder.launch import archive
 from builder.verify.target import resolve_image
 
@@ -44,16 +45,21 @@ def run(args: argparse.Namespace) -> int:
         )
     if not dest.parent.is_dir():
         raise archive.ExportError(f"-o {args.output}: {dest.parent} is not a directory")
+    output_file(args.output)
     image = resolve_image(args.target, args.matrix)
     with engine_session(args.engine, args.url) as engine:
-        info = engine.inspect_image(image)
-        if dest.suffix == ".tar":
-            archive.write_file(engine.save_oci_archive(image), dest)
-        else:
-            with engine.export_rootfs(image) as rootfs:
-                archive.write_sqsh(rootfs, archive.enroot_files(image, info), dest)
+        _write(engine, image, dest)
     size = dest.stat().st_size / 1e9
     print(
         f"trainimg: wrote {dest}: {KINDS[dest.suffix]} of {image}, {size:.2f} GB", file=sys.stderr
     )
     return 0
+
+
+def _write(engine: ImageExport, image: str, dest: Path) -> None:
+    info = engine.inspect_image(image)
+    if dest.suffix == ".tar":
+        archive.write_file(engine.save_oci_archive(image), dest)
+    else:
+        with engine.export_rootfs(image) as rootfs:
+            archive.write_sqsh(rootfs, archive.enroot_files(image, info), dest)

@@ -6,21 +6,21 @@ import argparse
 import json
 from typing import Any
 
-from builder import labels as lab
-from builder import lock as lockfile
 from builder.commands.common import shared_options, workspace
 from builder.facts import torch_builds
 from builder.judgement.finding import Finding
-from builder.judgement.matrix import check_cell, check_lock, violation
 from builder.judgement.severity import BLOCK, WARN
 from builder.matrix.model import Cell, Excluded
+from builder.spec import labels as lab
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("matrix")
     msub = p.add_subparsers(dest="matrix_command", required=True, metavar="{list,explain,check}")
     common = shared_options()
-    ls = msub.add_parser("list", parents=[common], help="a table of the matrix's cells")
+    ls = msub.add_parser(
+        "list", parents=[common], help="a table of the matrix's cells (the rules: `matrix check`)"
+    )
     ls.add_argument("--json", action="store_true", help="print JSON instead of a table")
     ls.add_argument("--all", action="store_true", help="also list excluded cells and why")
     ls.set_defaults(func=run_list)
@@ -33,6 +33,12 @@ def register(sub: Any) -> None:
     ck = msub.add_parser("check", parents=[common], help="apply every rule to every cell")
     ck.add_argument("--json", action="store_true", help="print JSON")
     ck.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    ck.add_argument("--stale-minors", type=int, default=2, metavar="N",
+                    help="warn when a CUDA line's newest torch is more than N minors behind "
+                    "the newest release for it (default: 2)")  # fmt: skip
+    ck.add_argument("--stale-days", type=int, default=90, metavar="D",
+                    help="warn when a facts data file was read more than D days ago "
+                    "(default: 90)")  # fmt: skip
     ck.set_defaults(func=run_check)
 
 
@@ -45,10 +51,10 @@ def cell_summary(cell: Cell) -> dict[str, Any]:
         "torchao": lab.torchao_version(cell),
         "base": cell.os.base_ref,
         "base_pinned": bool(cell.os.digest or cell.os.local),
-        "arch_list": list(lab.cell_arch_list(cell)),
+        "arch_list": None if (a := lab.cell_arch_list(cell)) is None else list(a),
         "min_driver": lab.min_driver(cell),
         "gpus": [g.key for g in cell.gpus],
-        "content_hash": cell.content_hash,
+        "cell_hash": cell.cell_hash,
     }
 
 
@@ -60,14 +66,16 @@ def _table(rows: list[list[str]]) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    ws = workspace(args)
+    # Listing judges nothing: the rules run in `matrix check`/`explain` and in every command
+    # that renders or builds (their strict workspace refuses a blocked cell).
+    ws = workspace(args, strict=False)
     if args.json:
         out: dict[str, Any] = {"cells": [cell_summary(c) for c in ws.cells]}
         if args.all:
             out["excluded"] = [_excluded_json(e) for e in ws.expansion.excluded]
         print(json.dumps(out, indent=2))
         return 0
-    rows = [["CELL", "OS", "ACCEL", "DRIVER", "PY", "TORCH", "FP8", "FLAVOUR", "HASH"]]
+    rows = [["CELL", "OS", "ACCEL", "DRIVER", "PY", "TORCH", "FP8", "FLAVOUR", "CELL HASH"]]
     for c in ws.cells:
         v = c.axis_values()
         rows.append(
@@ -80,7 +88,7 @@ def run_list(args: argparse.Namespace) -> int:
                 str(c.torch),
                 c.fp8,
                 c.flavour,
-                c.content_hash,
+                c.cell_hash,
             ]
         )
     print(_table(rows))
@@ -125,6 +133,8 @@ def run_explain(args: argparse.Namespace) -> int:
             for k, val in excluded.values.items():
                 print(f"  {k:<12} {val if val is not None else '-'}")
         return 0
+    from builder.judgement.matrix import check_cell  # the rules: not paid by `matrix list`
+
     cell = ws.cell(args.cell)
     findings = check_cell(cell, ws.today)
     if args.json:
@@ -136,17 +146,17 @@ def run_explain(args: argparse.Namespace) -> int:
         )
         return 0
     s = cell_summary(cell)
-    print(f"cell {cell.name}  (group {cell.group}, content hash {cell.content_hash})")
+    print(f"cell {cell.name}  (group {cell.group}, cell hash {cell.cell_hash})")
     for key in ("os", "accelerator", "driver", "cuda", "gcc", "python", "torch", "fp8", "flavour"):
         print(f"  {key:<12} {s[key] if s[key] is not None else '-'}")
     print(f"  {'base':<12} {s['base']}{'' if s['base_pinned'] else '  (not pinned by digest)'}")
     print("derived from the rules:")
-    index = torch_builds.CU128_INDEX if cell.cuda else torch_builds.CPU_INDEX
+    index = torch_builds.index_for(cell.torch.local or "cpu")
     print(f"  torch build    {cell.torch}  ({index})")
     if s["torchao"]:
         print(f"  torchao        {s['torchao']}")
     if cell.cuda is not None:
-        print(f"  arch list      {' '.join(s['arch_list'])}")
+        print(f"  arch list      {lab.arch_list_text(lab.cell_arch_list(cell))}")
         print(f"  min driver     {s['min_driver']}")
         req = lab.require_cuda(cell) or ""
         print(f"  CUDA from      {lab.cuda_source(cell)}")
@@ -165,6 +175,9 @@ def run_explain(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    from builder.build import lock as lockfile  # the rules: not paid by `matrix list`
+    from builder.judgement.matrix import StaleLimits, check_cell, check_cells, check_lock, violation
+
     ws = workspace(args, strict=False)
     problems: list[tuple[Cell, Finding]] = [
         (c, f) for c in ws.cells for f in check_cell(c, ws.today) if f.severity in (BLOCK, WARN)
@@ -178,6 +191,7 @@ def run_check(args: argparse.Namespace) -> int:
         for f in check_lock(c, records[c.name], ws.today)
         if f.severity in (BLOCK, WARN)
     ]
+    problems += check_cells(ws.cells, ws.today, StaleLimits(args.stale_minors, args.stale_days))
     errors = [(c, f) for c, f in problems if f.severity is BLOCK]
     warnings = [(c, f) for c, f in problems if f.severity is WARN]
     if args.json:

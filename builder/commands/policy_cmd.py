@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from builder.atomic_file import atomic_write
+from builder.commands.common import output_dir
 from builder.errors import TrainimgError
 from builder.registry import policy, reference
 
@@ -25,7 +26,9 @@ def register(sub: Any) -> None:
         "policy",
         description=(
             "Write DEST/policy.json requiring a GPG simple signature by KEY for every image of "
-            "REPO (other images: the stock policy, or refused with --reject-others), and "
+            "REPO, made for the very reference pulled (matchRepoDigestOrExact: REPO:TAG needs a "
+            "signature for that tag, so a signed image re-tagged is refused; other images: the "
+            "stock policy, or refused with --reject-others), and "
             "DEST/registries.d/trainimg-<registry>.yaml naming where signatures are read "
             "(--signatures) and written by `trainimg push --sign` (--staging, default the "
             "same). DEST defaults to podman's per-user directory, ~/.config/containers; "
@@ -36,7 +39,12 @@ def register(sub: Any) -> None:
     p.add_argument("--registry", required=True, metavar="HOST[:PORT]/REPO")
     p.add_argument("--key", required=True, metavar="PUBLIC-KEY", help="armored GPG public key")
     p.add_argument("--signatures", required=True, metavar="DIR|URL", help="lookaside storage")
-    p.add_argument("--staging", metavar="DIR|URL", help="where signing writes (default: same)")
+    p.add_argument(
+        "--staging",
+        metavar="DIR|URL",
+        help="where signing writes: a directory (or file:// URL) podman can write (default: "
+        "--signatures; an http(s) --signatures needs one)",
+    )
     p.add_argument("--dest", default=_default_dest(), help="(default: %(default)s)")
     p.add_argument("--reject-others", action="store_true", help="refuse every other image")
     p.add_argument("--force", action="store_true", help="replace an existing policy.json")
@@ -52,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         raise TrainimgError(
             f"--key {args.key}: not an armored GPG public key (`gpg --armor --export KEY-ID`)"
         )
-    dest = Path(args.dest)
+    dest = output_dir(Path(args.dest), "--dest")
     target = dest / "policy.json"
     if target.exists() and not args.force:
         raise TrainimgError(

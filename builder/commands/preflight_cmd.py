@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from builder import lock as lockfile
+from builder.build import lock as lockfile
 from builder.commands.common import driver_argument, shared_options
 from builder.errors import TrainimgError
 from builder.preflight import images as img
@@ -25,10 +25,14 @@ from builder.preflight.hostio import connect
 from builder.preflight.inventory import Target, targets
 from builder.preflight.model import UpgradePlan
 from builder.preflight.record import Record, find_records
-from builder.preflight.report import as_json, exit_code, render_fleet
+from builder.preflight.report import as_json, exit_code, fleet_json_lines, render_fleet
+from builder.preflight.ssh_transport import SshOptions
 from builder.workspace import DEFAULT_MATRIX, open_workspace
 
 JSON_INDENT_HOSTS = 10
+# The per-host deadline's default: a healthy host answers its ~40 probes in seconds; one whose
+# nvidia-smi hangs costs --timeout per probe that touches it.
+HOST_TIMEOUT_S = 300
 
 
 def _jobs(text: str) -> int:
@@ -37,34 +41,54 @@ def _jobs(text: str) -> int:
     return int(text)
 
 
+def _seconds_up_to(most: int) -> Any:
+    def parse(text: str) -> int:
+        if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= most:
+            raise argparse.ArgumentTypeError(f"not a number from 1 to {most}: {text!r}")
+        return int(text)
+
+    return parse
+
+
 def _seconds(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 600:
         raise argparse.ArgumentTypeError(f"not a timeout: {text!r} (expected 1 to 600 seconds)")
     return int(text)
 
 
+DESCRIPTION = (
+    "Inspect GPU hosts before a driver change, without changing them: OS (family from "
+    "/etc/os-release) and kernels, kernel-devel and DKMS, the driver (loaded vs "
+    "installed: reboot pending; the CUDA version it reports; NVIDIA's end of life), its "
+    "kernel module, GPUs (lspci and NVML), Secure Boot, nouveau, persistenced, fabric "
+    "manager, the container toolkit and CDI spec, podman, SELinux, GPU processes, free "
+    "disk, modules that pin the driver, MIG, pending memory repairs, Xid errors, a "
+    "runfile install and dnf pins. With --target-driver, judge every image (matrix "
+    "cells, images/lock.json, the host's podman images) on the current and the target "
+    "driver. --record DIR keeps what the hosts returned; --from DIR judges such records "
+    "offline (a record is untrusted input: checked whole, nothing outside it read). "
+    "Each host gets a verdict now and, with --target-driver, one for the plan, which "
+    "decides the exit code (a plan that repairs a host passes). The report is a line "
+    "per host, its fix and the hosts per reason code; --verbose prints every check. "
+    "Exit 0: all ok; 1: something blocks; 3: warnings only; 2: bad input."
+)
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "preflight",
         parents=[shared_options()],
-        description=(
-            "Inspect GPU hosts before a driver change, without changing them: OS (family from "
-            "/etc/os-release) and kernels, kernel-devel and DKMS, the driver (loaded vs "
-            "installed: reboot pending; the CUDA version it reports; NVIDIA's end of life), its "
-            "kernel module, GPUs (lspci and NVML), Secure Boot, nouveau, persistenced, fabric "
-            "manager, the container toolkit and CDI spec, podman, SELinux, GPU processes, free "
-            "disk, modules that pin the driver, MIG, pending memory repairs, Xid errors, a "
-            "runfile install and dnf pins. With --target-driver, judge every image (matrix "
-            "cells, images/lock.json, the host's podman images) on the current and the target "
-            "driver. --record DIR keeps what the hosts returned; --from DIR judges such records "
-            "offline (a record is untrusted input: checked whole, nothing outside it read). "
-            "Each host gets a verdict now and, with --target-driver, one for the plan, which "
-            "decides the exit code (a plan that repairs a host passes). The report is a line "
-            "per host, its fix and the hosts per reason code; --verbose prints every check. "
-            "Exit 0: all ok; 1: something blocks; 3: warnings only; 2: bad input."
-        ),
+        description=DESCRIPTION,
         epilog="checks, in report order: " + ", ".join(CHECK_IDS) + " (docs/preflight.md)",
     )
+    _host_options(p)
+    _judgement_options(p)
+    _output_options(p)
+    p.set_defaults(func=run, matrix=None)
+
+
+def _host_options(p: argparse.ArgumentParser) -> None:
+    """Which hosts, and how many at once."""
     p.add_argument(
         "--hosts",
         default=None,
@@ -74,10 +98,62 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--inventory",
         default=None,
-        help="an ansible inventory (INI, YAML, or the JSON of `ansible-inventory --list`)",
+        help="an ansible inventory (INI, YAML, or the JSON of `ansible-inventory --list`), "
+        "read as ansible-core does; ansible_ssh_common_args/_extra_args validated, then "
+        "passed to ssh",
     )
-    p.add_argument("--limit", default=None, help="with --inventory: groups or hosts to check")
+    p.add_argument(
+        "--limit",
+        default=None,
+        help="with --inventory: Ansible host patterns (a:b, a:&b, a:!b, node*, ~regex)",
+    )
     p.add_argument("--jobs", type=_jobs, default=4, help="hosts checked in parallel (default 4)")
+    _ssh_options(p)
+
+
+def _ssh_options(p: argparse.ArgumentParser) -> None:
+    """How long a host may take, and how ssh is run (BatchMode=yes always: never a prompt)."""
+    p.add_argument(
+        "--host-timeout",
+        type=_seconds_up_to(3600),
+        default=HOST_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds one host may take in all (default {HOST_TIMEOUT_S}); a host past it is "
+        "unreachable, with how far it got, and the others are still judged",
+    )
+    p.add_argument(
+        "--connect-timeout",
+        type=_seconds_up_to(600),
+        default=SshOptions.connect_timeout,
+        metavar="S",
+        help=f"ssh ConnectTimeout (default {SshOptions.connect_timeout})",
+    )
+    p.add_argument(
+        "--server-alive-interval",
+        type=_seconds_up_to(600),
+        default=SshOptions.alive_interval,
+        metavar="S",
+        help=f"ssh ServerAliveInterval (default {SshOptions.alive_interval})",
+    )
+    p.add_argument(
+        "--server-alive-count-max",
+        type=_seconds_up_to(100),
+        default=SshOptions.alive_count,
+        metavar="N",
+        help=f"ssh ServerAliveCountMax (default {SshOptions.alive_count}): a host that stops "
+        "answering is dropped after about interval x count seconds",
+    )
+    p.add_argument(
+        "--ssh-config",
+        metavar="FILE",
+        default=None,
+        help="an ssh_config for every ssh host (ssh -F; default: ssh's own, ~/.ssh/config): "
+        "StrictHostKeyChecking, known hosts and keys as it says",
+    )
+
+
+def _judgement_options(p: argparse.ArgumentParser) -> None:
+    """What to judge them for: the target driver and module, the images, how strictly."""
     p.add_argument(
         "--target-driver",
         type=driver_argument,
@@ -107,6 +183,10 @@ def register(sub: Any) -> None:
         action="store_true",
         help="a driver branch past NVIDIA's end of life blocks (default: it warns)",
     )
+
+
+def _output_options(p: argparse.ArgumentParser) -> None:
+    """Records kept or replayed, probe timeout, and how the report is printed."""
     p.add_argument(
         "--record",
         metavar="DIR",
@@ -122,16 +202,29 @@ def register(sub: Any) -> None:
         help="judge recorded hosts instead of live ones: DIR is one record, or a directory of "
         "records (a fleet); nothing is contacted",
     )
-    p.add_argument("--timeout", type=_seconds, default=20, help="seconds per probe (default 20)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of the report")
+    p.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=20,
+        help="the per-probe deadline in seconds (default 20): the host runs each probe under "
+        "`timeout`; over ssh this side gives up 10 s later and the host is unreachable",
+    )
+    shape = p.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="print JSON instead of the report")
+    shape.add_argument(
+        "--jsonl",
+        action="store_true",
+        help="print JSON Lines: one host object per line (as --json's `hosts`), then one "
+        '{"summary": ...} line (docs/preflight.md): a fleet streamed, jq-able line by line',
+    )
     p.add_argument(
         "--verbose",
         action="store_true",
-        help="every check and the image table of every host (default: one line per host, "
-        "its fix, and the hosts per reason code)",
+        help="every check and the image table of every host (default: a fleet's summary "
+        "first - hosts per verdict, then grouped by reason with the fix once - then one line "
+        "per host, worst first)",
     )
     p.add_argument("--wide", action="store_true", help="with --verbose: do not shorten findings")
-    p.set_defaults(func=run, matrix=None)
 
 
 def _targets(args: argparse.Namespace) -> list[Target]:
@@ -142,8 +235,12 @@ def _targets(args: argparse.Namespace) -> list[Target]:
                 "--from judges recorded hosts: it takes no --hosts, --inventory or --record"
             )
         found = find_records(Path(args.from_dir))
-        # a broken or hostile record is bad input (exit 2), found before judging any
-        return [Target(p.name, f"record:{p}", record=p, loaded=Record.load(p)) for p in found]
+        if len(found) == 1:  # one record, broken or hostile: bad input (exit 2), nothing judged
+            return [Target(found[0].name, f"record:{found[0]}", record=found[0],
+                           loaded=Record.load(found[0]))]  # fmt: skip
+        # a fleet: each record is loaded by the worker that judges it; a refused one is that
+        # host's block (host.reach), the others are judged
+        return [Target(p.name, f"record:{p}", record=p) for p in found]
     if args.hosts is not None and not args.hosts.strip(" ,"):
         raise TrainimgError("--hosts is empty: name at least one host spec (e.g. local://)")
     if args.inventory:
@@ -193,6 +290,17 @@ def _images(args: argparse.Namespace) -> tuple[list[img.ImageRecord], list[str]]
     return img.merge(matrix, lock), notes
 
 
+def _ssh(args: argparse.Namespace) -> SshOptions:
+    if args.ssh_config is not None and not Path(args.ssh_config).is_file():
+        raise TrainimgError(f"--ssh-config {args.ssh_config}: no such file")
+    return SshOptions(
+        args.connect_timeout,
+        args.server_alive_interval,
+        args.server_alive_count_max,
+        os.path.abspath(args.ssh_config) if args.ssh_config else None,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     hosts = _targets(args)
     records, notes = ([], []) if args.no_images else _images(args)
@@ -207,10 +315,18 @@ def run(args: argparse.Namespace) -> int:
             args.timeout,
             Path(args.record) if args.record else None,
             control,
+            _ssh(args),
+            args.host_timeout,
         )
         reports = run_fleet(hosts, ctx, args.jobs, lambda spec: connect(spec, args.timeout))
+    if args.from_dir is not None and not any(r.reachable for r in reports):
+        raise TrainimgError(f"--from {args.from_dir}: no record could be judged; the first: "
+                            f"{reports[0].checks[0].message}")  # fmt: skip
     target = str(args.target_driver) if args.target_driver else None
-    if args.json:
+    if args.jsonl:
+        for line in fleet_json_lines(reports, target):
+            print(line)
+    elif args.json:
         # indented for a few hosts; a fleet's document on one line (Python's indenting encoder
         # is several times slower than its compact one: jq indents it for a person)
         indent = 2 if len(reports) <= JSON_INDENT_HOSTS else None

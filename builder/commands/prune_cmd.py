@@ -1,4 +1,4 @@
-"""`trainimg prune`: remove content-hash tags that no record in the lock file references, from
+"""`trainimg prune`: remove build-hash tags that no record in the lock file references, from
 the engine's store (and, with --registry, from a registry). Cell tags are never touched."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ import argparse
 import os
 from typing import Any
 
-from builder import lock as lockfile
+from builder.build import lock as lockfile
+from builder.build.prune import BUILD_HASH_TAG, referenced_hashes, stale
 from builder.commands.common import add_engine_options, lock_file, shared_options, workspace
 from builder.engines.discover import engine_session
 from builder.registry import auth, reference
 from builder.registry.client import RegistryClient
-from builder.registry.prune import CONTENT_HASH_TAG, referenced_hashes, stale
 
 
 def register(sub: Any) -> None:
@@ -20,7 +20,7 @@ def register(sub: Any) -> None:
         "prune",
         parents=[shared_options()],
         description=(
-            "List the <repository>:<content hash> tags in the engine's store (or, with "
+            "List the <repository>:<build hash> tags in the engine's store (or, with "
             "--registry, in that registry repository) and remove those that no record of the "
             "lock file names. A registry manifest is deleted only when no referenced tag "
             "points at it."
@@ -58,7 +58,7 @@ def _registry(args: argparse.Namespace, records: dict[str, lockfile.BuildRecord]
         kept_digests = {
             client.manifest_digest(ref.with_tag(t))
             for t in tags
-            if t in keep or not CONTENT_HASH_TAG.match(t)
+            if t in keep or not BUILD_HASH_TAG.match(t)
         }
         for tag in stale(tags, records):
             digest = client.manifest_digest(ref.with_tag(tag))

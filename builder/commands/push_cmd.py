@@ -1,5 +1,5 @@
 """`trainimg push [CELL ...] --registry HOST[:PORT]/REPO`: push built cells under their cell
-tag and their content-hash tag, and record the pushed manifest digest in the lock file.
+tag and their build-hash tag, and record the pushed manifest digest in the lock file.
 
 Only cells with a lock record are pushed, and only the image that record names. The registry
 is asked first (reachable? credentials taken?), so bad input fails before anything moves
@@ -18,17 +18,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from builder import lock as lockfile
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from builder.build import lock as lockfile
 from builder.commands.common import add_engine_options, lock_file, shared_options, workspace
-from builder.credentials import Credentials
-from builder.engines.base import Engine, EngineError
+from builder.engines.base import EngineError
+from builder.engines.credentials import Credentials
 from builder.engines.discover import engine_session, isolated_store
 from builder.engines.local_podman import podman_cli
+from builder.engines.roles import InspectAndRun, RegistryTransfer
 from builder.errors import TrainimgError
-from builder.registry import attach, auth, reference, signing
+from builder.registry import attach, auth, dsse, reference, signed, signing
 from builder.registry.client import RegistryClient
 from builder.sbom import documents
-from builder.workspace import Workspace
+from builder.workspace import Workspace, is_glob
 
 RETRIES = 3
 
@@ -44,7 +47,7 @@ def register(sub: Any) -> None:
         description=(
             "Push each CELL (default: project.default_cell; or an image `trainimg extend` "
             "recorded) that the lock file records, as "
-            "REGISTRY/REPO:<cell> and REGISTRY/REPO:<content hash>, and record the manifest "
+            "REGISTRY/REPO:<cell> and REGISTRY/REPO:<build hash>, and record the manifest "
             "digest under `pushed` in its lock record. Credentials: as podman finds them "
             "($REGISTRY_AUTH_FILE, podman login's auth.json, ~/.config/containers/auth.json, "
             "~/.docker/config.json). --sign: podman's GPG simple signing, and the SBOM and "
@@ -53,7 +56,7 @@ def register(sub: Any) -> None:
             "unreachable registry, refused credentials)."
         ),
     )
-    p.add_argument("cells", nargs="*", metavar="CELL", help="cells to push")
+    p.add_argument("cells", nargs="*", metavar="CELL", help="cells to push; globs too: 'rocky9-*'")
     p.add_argument("--all", action="store_true", help="every cell the lock file records")
     p.add_argument("--registry", required=True, metavar="HOST[:PORT]/REPO")
     p.add_argument("--lock", help="the lock file (default: images/lock.json)")
@@ -61,16 +64,26 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--sign",
         action="store_true",
-        help="sign each pushed tag with podman's simple signing (needs --sign-by and a "
-        "registries.d entry, `trainimg policy`), and push the SBOM and SLSA provenance beside "
+        help="sign each pushed tag with podman's simple signing, every tag's signature kept "
+        "under its manifest digest (needs --sign-by and a registries.d entry whose staging is "
+        "a writable directory, `trainimg policy`), and push the SBOM and SLSA provenance beside "
         "the image (tags sha256-<hex>.sbom / .att)",
     )
     p.add_argument("--sign-by", metavar="KEY", help="the GPG key to sign with (fingerprint or id)")
+    p.add_argument(
+        "--attest-key",
+        metavar="FILE",
+        help="with --sign: an ed25519 private key (PEM) that signs the SBOM and provenance as "
+        "DSSE envelopes of in-toto statements whose subject is the pushed manifest digest "
+        "(`trainimg attestations IMAGE --key PUB.pem` verifies them)",
+    )
     add_engine_options(p)
     p.set_defaults(func=run)
 
 
-def _push(engine: Engine, ref: str, creds: Credentials | None, tries: int, tls: bool) -> None:
+def _push(
+    engine: RegistryTransfer, ref: str, creds: Credentials | None, tries: int, tls: bool
+) -> None:
     for attempt in range(1, tries + 1):
         try:
             engine.push(ref, creds, tls_verify=tls)
@@ -91,11 +104,14 @@ def run(args: argparse.Namespace) -> int:
         raise TrainimgError("--sign needs --sign-by KEY (the GPG key podman signs with)")
     if args.sign_by and not args.sign:
         raise TrainimgError("--sign-by is used only with --sign")
-    if args.sign:
-        signing.check_staging(target)
+    if args.attest_key and not args.sign:
+        raise TrainimgError("--attest-key is used only with --sign")
+    attest_key = dsse.load_private_key(Path(args.attest_key)) if args.attest_key else None
+    staging = signing.check_staging(target) if args.sign else None
     lock_path = lock_file(args, ws)
     records = lockfile.read(lock_path)
     names = sorted(records) if args.all else args.cells or [ws.matrix.project.default_cell]
+    names = [n for name in names for n in _expanded(ws, name)]
     for name in names:
         if records.get(name) is None or records[name].parent is None:
             ws.cell(name)  # unknown cell (and not an extension the lock records): exit 2
@@ -119,17 +135,17 @@ def run(args: argparse.Namespace) -> int:
                         f"cell {name}: image {rec.image_id} of {lock_path} is not in the "
                         f"{engine.name} store: build it again"
                     )
-                refs = [f"{target.name}:{name}", f"{target.name}:{rec.content_hash}"]
+                refs = [f"{target.name}:{name}", f"{target.name}:{rec.build_hash}"]
                 pushed = {}
                 for ref in refs:
                     engine.tag(rec.image_id, ref)
-                    if args.sign:
-                        _push_signed(rec.image_id, ref, args.sign_by, creds, tls)
+                    if staging is not None:
+                        _push_signed(rec.image_id, ref, args.sign_by, creds, tls, staging)
                     else:
                         _push(engine, ref, creds, max(1, args.retries), tls)
                     pushed[ref] = client.manifest_digest(reference.parse_reference(ref))
                 if args.sign:
-                    _attach(ws, engine, client, target, name, rec, refs[0])
+                    _attach(ws, engine, client, target, name, rec, refs[0], attest_key)
                 _record(lock_path, name, rec.image_id, pushed)
                 for ref, digest in pushed.items():
                     print(f"{ref} {digest}")
@@ -139,32 +155,50 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _push_signed(
-    image_id: str, ref: str, sign_by: str, creds: Credentials | None, tls: bool
+    image_id: str, ref: str, sign_by: str, creds: Credentials | None, tls: bool, staging: Path
 ) -> None:
     podman = podman_cli(isolated_store())
+    repo = reference.parse_reference(ref)
+    before = signing.read_signatures(staging, repo)
     with tempfile.TemporaryDirectory(prefix="trainimg-push-") as tmp:
         try:
-            signing.push_signed(
+            digest = signing.push_signed(
                 podman, image_id, ref, sign_by, creds, tls_verify=tls, digest_file=Path(tmp) / "d"
             )
         except EngineError as exc:
             raise PushFailed(f"signed push of {ref} failed: {exc}") from None
-    print(f"{ref}: signed by {sign_by}", file=sys.stderr)
+    where = signing.signature_dir(staging, repo, digest)
+    if not where.is_dir():
+        raise PushFailed(f"signed push of {ref}: podman wrote no signature to {where}")
+    count = signing.keep_signatures(where, before.get(where.name, []))
+    print(
+        f"{ref}: signed by {sign_by} ({count} signatures of {digest} in {where})", file=sys.stderr
+    )
 
 
 def _attach(
     ws: Workspace,
-    engine: Engine,
+    engine: InspectAndRun,
     client: RegistryClient,
     target: reference.Reference,
     name: str,
     rec: lockfile.BuildRecord,
     ref: str,
+    key: Ed25519PrivateKey | None = None,
 ) -> None:
-    """The SBOM and the provenance of the pushed image, beside it in the registry."""
+    """The SBOM and the provenance of the pushed image, beside it in the registry; signed
+    in-toto statements about the pushed manifest digest where `key` is given."""
     docs = documents.gather_documents(ws, engine, name, rec)
     body, media_type = client.get_manifest(reference.parse_reference(ref))
     digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    if key is not None:
+        tags = signed.attach_signed(
+            client, target.repository, target.name, digest, body, media_type,
+            docs.sbom, docs.provenance, key,
+        )  # fmt: skip
+        for tag, kind in tags:
+            print(f"{target.name}:{tag} (signed {kind} of {ref})", file=sys.stderr)
+        return
     for text, kind in ((docs.sbom, attach.CYCLONEDX), (docs.provenance, attach.IN_TOTO)):
         tag = attach.attach(client, target.repository, digest, body, media_type, text, kind)
         print(f"{target.name}:{tag} ({kind} of {ref})", file=sys.stderr)
@@ -180,3 +214,8 @@ def _record(lock_path: Path, cell: str, image_id: str, pushed: dict[str, str]) -
         rec.pushed.update(pushed)
 
     lockfile.modify(lock_path, change)
+
+
+def _expanded(ws: Workspace, name: str) -> list[str]:
+    """A glob (`'rocky9-*'`) as the cells it matches; any other name as itself."""
+    return [c.name for c in ws.select([name])] if is_glob(name) else [name]

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from pathlib import Path
 from typing import Any
 
+from builder.atomic_file import atomic_write
 from builder.commands.common import shared_options, workspace
-from builder.labels import BASE_PINNED_LABEL
-from builder.render import drift, render_all, write_all
+from builder.spec.labels import BASE_PINNED_LABEL
+from builder.spec.render import Drift, drift, render_all
 
 
 def register(sub: Any) -> None:
@@ -19,6 +22,20 @@ def register(sub: Any) -> None:
         help="write nothing; exit 1 and list every file that differs from a fresh render",
     )
     p.set_defaults(func=run)
+
+
+def write_all(root: Path, outputs: dict[Path, str]) -> Drift:
+    """Bring images/ in line with `outputs` (spec/render.py's texts); returns what had drifted
+    (what was written). Each file is replaced whole (temp file, then rename)."""
+    d = drift(root, outputs)
+    for rel in (*d.missing, *d.changed):
+        atomic_write(root / rel, outputs[rel])
+    for rel in d.stale:
+        (root / rel).unlink()
+        # the directory may hold other files (notes, build records): then it stays
+        with contextlib.suppress(OSError):
+            (root / rel).parent.rmdir()
+    return d
 
 
 def run(args: argparse.Namespace) -> int:

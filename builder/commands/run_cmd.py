@@ -17,6 +17,7 @@ from typing import Any
 
 from builder.commands.common import add_engine_options, shared_options
 from builder.engines.discover import engine_session
+from builder.host.shown import printable
 from builder.launch import cli_line, execute, gpucheck, hostfacts
 from builder.launch.expected_image import expected_image
 from builder.launch.plan import cdi_names, check_request, plan_run
@@ -230,4 +231,5 @@ def _dry_run_without_engine(args: argparse.Namespace, req: RunRequest, dirs: lis
 
 
 def _say(line: str) -> None:
-    print(f"trainimg: {line}", file=sys.stderr)
+    # the driver check names this host's GPUs as /proc and sysfs spell them: printable only
+    print(f"trainimg: {printable(line)}", file=sys.stderr)

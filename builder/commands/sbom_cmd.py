@@ -6,14 +6,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
-from builder import lock as lockfile
-from builder.commands.common import add_engine_options, lock_file, shared_options, workspace
+from builder.build import lock as lockfile
+from builder.commands.common import (
+    add_engine_options,
+    lock_file,
+    output_file,
+    shared_options,
+    workspace,
+)
 from builder.engines.base import ImageNotFound
 from builder.engines.discover import engine_session
+from builder.errors import TrainimgError
 from builder.sbom import documents
+from builder.workspace import closest
 
 
 def register(sub: Any) -> None:
@@ -37,9 +44,17 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    out = None if args.output == "-" else output_file(args.output)
+    prov = None if args.provenance is None else output_file(args.provenance, "--provenance")
     ws = workspace(args, strict=False)
     lock_path = lock_file(args, ws)
     records = lockfile.read(lock_path)
+    near = closest(args.target, [*records, *(c.name for c in ws.cells)])
+    if args.target not in records and near and not any(c in args.target for c in "/:@"):
+        raise TrainimgError(  # a typo of a cell name, not an image of that name
+            f"no cell named {args.target!r} in {lock_path} or {ws.matrix.path}; did you mean "
+            f"{' or '.join(near)}? (an image: name it with its tag)"
+        )
     with engine_session(args.engine, args.url) as engine:
         image_id = None
         if args.target not in records:
@@ -49,12 +64,12 @@ def run(args: argparse.Namespace) -> int:
                 image_id = None
         name, record = documents.find_record(records, args.target, image_id)
         docs = documents.gather_documents(ws, engine, name, record)
-    if args.output == "-":
+    if out is None:
         sys.stdout.write(docs.sbom)
     else:
-        documents.write(Path(args.output), docs.sbom)
+        documents.write(out, docs.sbom)
         print(f"{args.output}: CycloneDX SBOM of {name} ({record.image_id[:19]})", file=sys.stderr)
-    if args.provenance:
-        documents.write(Path(args.provenance), docs.provenance)
+    if prov is not None:
+        documents.write(prov, docs.provenance)
         print(f"{args.provenance}: SLSA provenance of {name}", file=sys.stderr)
     return 0

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from builder import lock as lockfile
 from builder.atomic_file import atomic_write
-from builder.commands.common import shared_options
+from builder.build import lock as lockfile
+from builder.commands.common import output_file, shared_options
 from builder.commands.run_cmd import takes_trainer_args
 from builder.launch.expected_image import expected_image
 from builder.launch.request import LaunchError
@@ -140,6 +140,7 @@ def slurm_command(args: argparse.Namespace) -> int:
     rest = list(args.trainer_args)
     if args.nodes is None or args.gpus_per_node is None:
         raise LaunchError("trainimg slurm needs --nodes N and --gpus-per-node G (0 for CPU nodes)")
+    out = None if args.output is None else output_file(args.output)
     ws = load_workspace(args.matrix)
     cell = find_cell(ws, args.target)
     if ws is not None and cell is not None:
@@ -170,10 +171,9 @@ def slurm_command(args: argparse.Namespace) -> int:
         image_info=info,
     )
     text = render_sbatch(job)
-    if args.output is None:
+    if out is None:
         sys.stdout.write(text)
         return 0
-    out = Path(args.output)
     atomic_write(out, text)
     out.chmod(0o755)
     print(f"trainimg: wrote {out} (submit with `sbatch {out}`)", file=sys.stderr)

@@ -12,11 +12,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from builder.arches.scan import IMAGE_ROOTS
 from builder.commands.common import add_engine_options, shared_options
 from builder.engines import discover
 from builder.errors import TrainimgError
 from builder.verify.runner import DEFAULT_STEPS, suite_checks, supply_context, verify
-from builder.verify.scan import IMAGE_ROOTS
 from builder.verify.target import load_workspace, resolve_image
 
 

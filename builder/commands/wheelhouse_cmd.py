@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from builder.commands.common import shared_options, workspace
+from builder.build.wheelhouse import LOCK_NAME, PYPI, fill, select
+from builder.commands.common import output_dir, shared_options, workspace
 from builder.errors import TrainimgError
-from builder.wheelhouse import LOCK_NAME, PYPI, fill, select
 
 DEFAULT_FIND_LINKS = (Path("/opt/wheels"),)
 
@@ -28,7 +28,7 @@ def register(sub: Any) -> None:
             "checks."
         ),
     )
-    p.add_argument("cells", nargs="*", metavar="CELL")
+    p.add_argument("cells", nargs="*", metavar="CELL", help="cells; globs too: 'rocky9-*'")
     p.add_argument("--all", action="store_true", help="every cell of the matrix")
     p.add_argument(
         "--dest",
@@ -55,6 +55,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.check:
+        output_dir(args.dest, "--dest")
     ws = workspace(args)
     if args.all and args.cells:
         raise TrainimgError("give CELL names or --all, not both")

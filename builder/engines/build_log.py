@@ -1,13 +1,22 @@
 """The build log reader every engine (and the tests' fake) feeds its build stream to: whole
 lines out of partial chunks, steps and cache hits counted in both builders' dialects, and the
-tail kept for the error message of a failed build."""
+tail kept for the error message of a failed build; and no proxy secret in any of it."""
 
 from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Callable
 
-from builder.engines.base import BuildFailed, BuildResult, LogSink, normalize_id
+from builder.engines.base import (
+    BuildFailed,
+    BuildRequest,
+    BuildResult,
+    EngineError,
+    LogSink,
+    normalize_id,
+)
+from builder.engines.messages import human
 
 TAIL_LINES = 40
 
@@ -53,4 +62,22 @@ class BuildLog:
 
     def failed(self, message: str) -> BuildFailed:
         self.close()
-        return BuildFailed(message.strip(), tuple(self.tail))
+        return BuildFailed(human(message.strip()), tuple(self.tail))
+
+
+def without_secrets(
+    build: Callable[[BuildRequest, LogSink | None], BuildResult],
+    request: BuildRequest,
+    on_log: LogSink | None,
+) -> BuildResult:
+    """`build(request, on_log)` with the request's proxy secrets (engines/proxy.py) replaced by
+    *** in every log line and in a failure's message and tail."""
+    if not request.proxy:
+        return build(request, on_log)
+    scrub = request.proxy.scrub
+    try:
+        return build(request, (lambda line: on_log(scrub(line))) if on_log is not None else None)
+    except BuildFailed as exc:
+        raise BuildFailed(scrub(str(exc)), [scrub(line) for line in exc.log_tail]) from None
+    except EngineError as exc:
+        raise EngineError(scrub(str(exc))) from None

@@ -30,11 +30,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from builder.engines import service_users
-from builder.engines.base import Engine, EngineError, EngineUnavailable
+from builder.engines.base import EngineError, EngineUnavailable
 from builder.engines.local_podman import ROOT_ENV, LocalPodman
+from builder.engines.roles import Engine
 
 # Engine.name of each SDK engine: what --engine and Endpoint.kind choose between.
 ENGINE_NAMES = ("podman", "docker")
+
+# The URL schemes the two SDKs connect through (podman-py: unix, tcp, ssh, http+unix; the
+# docker SDK: unix, tcp, ssh, http, https).
+URL_SCHEMES = ("unix", "tcp", "ssh", "http", "https", "http+unix")
+URL_FORMS = "unix:///PATH/TO.sock, tcp://HOST:PORT or ssh://USER@HOST"
 
 ROOTFUL_PODMAN = Path("/run/podman/podman.sock")
 DOCKER_SOCKETS = (Path("/var/run/docker.sock"), Path("/run/docker.sock"))
@@ -118,6 +124,23 @@ def unix_ping(path: Path, timeout: float = 2.0) -> bool:
     except OSError:
         return False
     return head.startswith(b"HTTP/1.") and b" 200 " in head
+
+
+def url_problem(url: str) -> str | None:
+    """What is wrong with an engine URL (--url, CONTAINER_HOST, DOCKER_HOST); None: nothing.
+    Without this, `127.0.0.1:1` reached an SDK (a traceback) or an `export` line (env)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return f"has no scheme: write {URL_FORMS}"
+    if scheme not in URL_SCHEMES:
+        return f"{scheme}:// is not a scheme the engines speak ({', '.join(URL_SCHEMES)})"
+    if not rest.strip("/"):
+        return f"names no socket or host: write {URL_FORMS}"
+    return None
+
+
+def _shown(text: str, limit: int = 120) -> str:
+    return "".join(c if c.isprintable() else "?" for c in text[:limit])
 
 
 def _reachable(url: str) -> bool:
@@ -211,6 +234,12 @@ def locate(search: EngineSearch = EngineSearch()) -> Choice:
     candidates = _candidates(engine, url, env, search.docker_sockets, search.rootful_podman)
     if candidates and candidates[0].explicit:
         c = candidates[0]
+        problem = url_problem(c.url)
+        if problem is not None:
+            said = (
+                f"--url {_shown(c.url)}" if c.source == "--url" else f"{c.source}={_shown(c.url)}"
+            )
+            raise EngineError(f"{said}: {problem}")
         if not _reachable(c.url):
             raise EngineUnavailable(
                 f"no engine answers at {c.url} (from {c.source}); " + HOW_TO_START

@@ -17,13 +17,13 @@ import requests
 from docker import errors as derr
 from docker.types import DeviceRequest, Ulimit
 
-from builder.credentials import Credentials
 from builder.engines.base import BUILD_TIMEOUT, BuildRequest, ContainerRun, EngineError
-from builder.engines.sdk import (
+from builder.engines.credentials import Credentials
+from builder.engines.sdk import SdkEngine
+from builder.engines.sdk_shapes import (
     CONTAINER_OPTIONS,
     HOST_OPTIONS,
     JsonItems,
-    SdkEngine,
     json_lines,
     registry_auth_header,
     set_options,
@@ -73,11 +73,17 @@ class DockerEngine(SdkEngine):
 
     @contextlib.contextmanager
     def _build_stream(self, body: IO[bytes], request: BuildRequest) -> Iterator[JsonItems]:
+        if not request.layers:
+            raise EngineError(
+                "--no-layers is podman's build mode (libpod's layers=false); Docker's classic "
+                "builder commits every step: build with the podman engine, or without --no-layers"
+            )
         stream = self._low.build(
             fileobj=body,
             **_CLASSIC_BUILD,
             dockerfile=request.containerfile,
-            buildargs=request.buildargs,
+            # Docker's predefined proxy arguments: out of `docker history` (no ARG declares them)
+            buildargs={**request.buildargs, **request.proxy.buildargs},
             labels=request.labels,
             network_mode=request.network,
             target=request.target,

@@ -17,11 +17,12 @@ from typing import IO, Any, ClassVar
 import podman
 from podman import errors as perr
 
-from builder.credentials import Credentials
 from builder.engines.base import BuildRequest, ContainerRun, EngineError
-from builder.engines.sdk import (
+from builder.engines.credentials import Credentials
+from builder.engines.messages import human
+from builder.engines.sdk import SdkEngine
+from builder.engines.sdk_shapes import (
     JsonItems,
-    SdkEngine,
     json_lines,
     registry_auth_header,
     set_options,
@@ -62,7 +63,7 @@ class PodmanEngine(SdkEngine):
     def _build_stream(self, body: IO[bytes], request: BuildRequest) -> Iterator[JsonItems]:
         query: dict[str, Any] = {
             "dockerfile": request.containerfile,
-            "layers": "true",
+            "layers": _flag(request.layers),
             "rm": "true",
             "forcerm": "true",
             "outputformat": OCI,
@@ -70,8 +71,12 @@ class PodmanEngine(SdkEngine):
             "pull": _flag(request.pull),
             "pullpolicy": "always" if request.pull else "missing",
         }
-        if request.buildargs:
-            query["buildargs"] = json.dumps(dict(request.buildargs), sort_keys=True)
+        # The proxy travels as buildah's predefined proxy arguments (kept out of the image's
+        # history and config); `httpproxy` stays off: it would copy the *service's* own proxy
+        # environment, which is not the host's of this client nor its --proxy.
+        buildargs = {**request.buildargs, **request.proxy.buildargs}
+        if buildargs:
+            query["buildargs"] = json.dumps(buildargs, sort_keys=True)
         if request.labels:
             # A JSON list of "k=v", sorted: libpod turns a JSON map into labels in Go's random
             # map order (a new final layer, so a new image id, now and then: measured 1 in 5
@@ -125,7 +130,7 @@ class PodmanEngine(SdkEngine):
         """POST a push/pull and read its progress stream to the end; its error is ours."""
         with self._posted(path, params, headers=registry_auth_header(creds)) as response:
             if response.status_code >= 400:
-                raise EngineError(f"{what}: {_message(response)}")
+                raise EngineError(f"{what}: {human(_message(response))}")
             stream_errors(json_lines(response), what)
 
     def _push(self, repo: str, tag: str, creds: Credentials | None, tls_verify: bool) -> None:

@@ -3,30 +3,28 @@ its two small subclasses (docker.py, podman.py) only what really differs: how th
 made, where the build stream comes from, the existence check, waits and container removal, the
 GPU request, and the import/push/pull endpoints.
 
-Error mapping is shared too: the SDKs' "not found" becomes ImageNotFound (with the hint to
-build or pull), any other API or transport error an EngineError naming the engine's URL and
-what was being done. Credentials reach the engines only as request headers, never as build
-arguments, labels or log lines. The request and answer shapes both SDKs use (volume binds,
-network mode, inspect data -> ImageInfo, the deterministic context tarball) live here as well;
-that is why the file is a little over 400 lines: what both SDKs share is in one place.
+SdkEngine plays every role of engines/roles.py (its methods in the roles' order: the
+connection, the image store and build, short containers, the supervised training container,
+export, registry transfer). Error mapping is shared too: the SDKs' "not found" becomes
+ImageNotFound (with the hint to build or pull), any other API or transport error an
+EngineError naming the engine's URL and what was being done. Credentials reach the engines only
+as request headers, never as build arguments, labels or log lines. The request and answer
+shapes both SDKs use (volume binds, inspect data -> ImageInfo, the context tarball) are plain
+functions in engines/sdk_shapes.py. One module, over 400 lines: the base is the roles' one
+implementation, in their order, so an engine's behaviour is read in one place.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
 import re
 import secrets
-import tarfile
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
 import requests
 
-from builder.credentials import Credentials
 from builder.engines.base import (
     API_TIMEOUT,
     BUILD_TIMEOUT,
@@ -41,15 +39,22 @@ from builder.engines.base import (
     RunSpec,
     normalize_id,
 )
-from builder.engines.build_log import BuildLog
+from builder.engines.build_log import BuildLog, without_secrets
+from builder.engines.credentials import Credentials
+from builder.engines.messages import human
+from builder.engines.sdk_shapes import (
+    JsonItems,
+    drain_text,
+    image_info,
+    open_context,
+    split_ref,
+)
 
 # A build never pulls a `localhost/...` base (there is no registry behind it); `podman run`
 # of a missing one would try https://localhost/v2. Both say which image is missing instead.
 MISSING_IMAGE_HINT = "it is not in the engine's store: build it (`trainimg build`) or pull it"
 
 _ID_LINE = re.compile(r"^(?:sha256:)?([0-9a-f]{64})\s*$")
-
-JsonItems = Iterator[Mapping[str, Any]]
 
 
 class SdkEngine:
@@ -120,7 +125,6 @@ class SdkEngine:
         raise NotImplementedError
 
     # --- what is shared --------------------------------------------------------------------
-
     @contextlib.contextmanager
     def _api(self, what: str) -> Iterator[None]:
         try:
@@ -128,11 +132,9 @@ class SdkEngine:
         except self.image_not_found as exc:
             detail = getattr(exc, "explanation", None) or exc
             raise ImageNotFound(f"{what}: {detail}; {MISSING_IMAGE_HINT}") from None
-        except self.api_errors as exc:
-            detail = getattr(exc, "explanation", None) or exc
+        except (*self.api_errors, requests.exceptions.RequestException) as exc:  # type: ignore[misc]
+            detail = human(str(getattr(exc, "explanation", None) or exc))
             raise EngineError(f"{self.name} at {self.base_url}: {what}: {detail}") from None
-        except requests.exceptions.RequestException as exc:
-            raise EngineError(f"{self.name} at {self.base_url}: {what}: {exc}") from None
 
     @contextlib.contextmanager
     def _posted(
@@ -164,7 +166,18 @@ class SdkEngine:
             info = self._client.version()
         return str(info.get("Version", "unknown"))
 
+    def close(self) -> None:
+        self._client.close()
+        if self._long_client is not None:
+            self._long_client.close()
+
+    # --- images: build, the store ----------------------------------------------------------
+
     def build(self, request: BuildRequest, *, on_log: LogSink | None = None) -> BuildResult:
+        """Build; the proxy's secrets never reach the log or an error (build_log.py)."""
+        return without_secrets(self._build, request, on_log)
+
+    def _build(self, request: BuildRequest, on_log: LogSink | None) -> BuildResult:
         log = BuildLog(on_log)
         image_id = None
         with (
@@ -213,6 +226,28 @@ class SdkEngine:
     def remove_image(self, ref: str) -> None:
         with self._api(f"remove {ref}"), contextlib.suppress(*self.not_found):
             self._client.images.remove(ref)
+
+    def image_tags(self, repository: str) -> list[str]:
+        with self._api(f"list images of {repository}"):
+            found = self._client.images.list(filters={"reference": repository})
+        prefix = repository + ":"
+        return sorted(
+            t.removeprefix(prefix)
+            for image in found
+            for t in (image.attrs.get("RepoTags") or image.attrs.get("Names") or ())
+            if t.startswith(prefix)
+        )
+
+    def import_image(self, tarball: Path, ref: str, changes: Sequence[str] = ()) -> str:
+        """`ref` from a root filesystem tarball (docker import / podman import); its id."""
+        repo, tag = split_ref(ref)
+        with tarball.open("rb") as body, self._api(f"import {tarball.name} as {ref}"):
+            image_id = self._import(body, repo, tag, changes)
+        if not image_id:
+            return self.inspect_image(ref).id
+        return normalize_id(image_id)
+
+    # --- short containers ------------------------------------------------------------------
 
     def _create(self, spec: RunSpec) -> Any:
         if not self.image_exists(spec.image):
@@ -275,7 +310,7 @@ class SdkEngine:
             found = self._client.containers.list(all=True, filters=filters)
         return sorted(str(c.name) for c in found)
 
-    # --- a supervised training container -------------------------------------------------
+    # --- a supervised training container ---------------------------------------------------
 
     @property
     def _unhurried(self) -> Any:
@@ -324,6 +359,8 @@ class SdkEngine:
                 return False
         return True
 
+    # --- export ----------------------------------------------------------------------------
+
     def save_oci_archive(self, ref: str) -> Iterator[bytes]:
         raise EngineError(
             f"{self.name}: its API saves docker archives only; export the image with podman, "
@@ -352,25 +389,7 @@ class SdkEngine:
             for chunk in self._client.images.get(ref).save():
                 out.write(chunk)
 
-    def image_tags(self, repository: str) -> list[str]:
-        with self._api(f"list images of {repository}"):
-            found = self._client.images.list(filters={"reference": repository})
-        prefix = repository + ":"
-        return sorted(
-            t.removeprefix(prefix)
-            for image in found
-            for t in (image.attrs.get("RepoTags") or image.attrs.get("Names") or ())
-            if t.startswith(prefix)
-        )
-
-    def import_image(self, tarball: Path, ref: str, changes: Sequence[str] = ()) -> str:
-        """`ref` from a root filesystem tarball (docker import / podman import); its id."""
-        repo, tag = split_ref(ref)
-        with tarball.open("rb") as body, self._api(f"import {tarball.name} as {ref}"):
-            image_id = self._import(body, repo, tag, changes)
-        if not image_id:
-            return self.inspect_image(ref).id
-        return normalize_id(image_id)
+    # --- registry transfer -----------------------------------------------------------------
 
     def push(self, ref: str, creds: Credentials | None = None, *, tls_verify: bool = True) -> None:
         """Push `ref` (registry/repo:tag) to its registry."""
@@ -382,129 +401,3 @@ class SdkEngine:
         """Pull `ref` (registry/repo:tag or registry/repo@sha256:...)."""
         with self._api(f"pull {ref}"):
             self._pull(ref, creds, tls_verify)
-
-    def close(self) -> None:
-        self._client.close()
-        if self._long_client is not None:
-            self._long_client.close()
-
-
-# --- request and answer shapes both SDKs use ---------------------------------------------
-
-# (ContainerRun field, SDK keyword) of the plain options both SDKs name alike: host settings
-# (docker: create_host_config) and container settings (docker: create_container)
-HOST_OPTIONS = (("ipc", "ipc_mode"), ("shm_size", "shm_size"), ("userns", "userns_mode"))
-CONTAINER_OPTIONS = (("user", "user"), ("hostname", "hostname"))
-
-
-def set_options(
-    run: ContainerRun, options: Sequence[tuple[str, str]] = HOST_OPTIONS + CONTAINER_OPTIONS
-) -> dict[str, Any]:
-    """The options of `run` that are set, under their SDK keywords; unset ones keep defaults."""
-    return {keyword: getattr(run, name) for name, keyword in options if getattr(run, name)}
-
-
-def split_ref(ref: str) -> tuple[str, str]:
-    """`repo[:tag]` -> (repo, tag); a registry port (`host:5000/x`) is not a tag."""
-    slash = ref.rfind("/")
-    colon = ref.rfind(":")
-    if colon > slash:
-        return ref[:colon], ref[colon + 1 :]
-    return ref, "latest"
-
-
-def image_info(attrs: Mapping[str, Any]) -> ImageInfo:
-    """Inspect data -> ImageInfo. The manifest digest: libpod's `Digest`; Docker has none, so
-    the first of its RepoDigests (a pushed or pulled image), if any."""
-    if "Digest" in attrs:
-        digest = attrs["Digest"] or None
-    else:
-        repo_digests = [d.split("@", 1)[1] for d in attrs.get("RepoDigests") or () if "@" in d]
-        digest = repo_digests[0] if repo_digests else None
-    config = attrs.get("Config") or {}
-    env = {}
-    for item in config.get("Env") or ():
-        key, _, value = str(item).partition("=")
-        env[key] = value
-    labels = config.get("Labels") or attrs.get("Labels") or {}
-    return ImageInfo(
-        id=normalize_id(str(attrs["Id"])),
-        tags=tuple(attrs.get("RepoTags") or ()),
-        digest=digest,
-        size=int(attrs.get("Size") or 0),
-        labels={str(k): str(v) for k, v in labels.items()},
-        env=env,
-        user=str(config.get("User") or ""),
-        entrypoint=tuple(config.get("Entrypoint") or ()),
-        cmd=tuple(config.get("Cmd") or ()),
-        layers=tuple((attrs.get("RootFS") or {}).get("Layers") or ()),
-        created=str(attrs.get("Created") or ""),
-        workdir=str(config.get("WorkingDir") or ""),
-        volumes=tuple(sorted(config.get("Volumes") or ())),
-    )
-
-
-def registry_auth_header(creds: Credentials | None) -> dict[str, str]:
-    """The X-Registry-Auth header both APIs read (base64url JSON); empty without credentials."""
-    if creds is None:
-        return {}
-    blob = json.dumps(
-        {"username": creds.username, "password": creds.password, "serveraddress": creds.registry}
-    ).encode()
-    return {"X-Registry-Auth": base64.urlsafe_b64encode(blob).decode()}
-
-
-def json_lines(response: requests.Response) -> JsonItems:
-    for raw in response.iter_lines():
-        if raw:
-            item = json.loads(raw)
-            if isinstance(item, dict):
-                yield item
-
-
-def stream_errors(items: JsonItems, what: str) -> None:
-    """Consume a push/pull/import progress stream; raise its first error as an EngineError."""
-    for item in items:
-        if item.get("error"):
-            detail = (item.get("errorDetail") or {}).get("message") or item["error"]
-            raise EngineError(f"{what}: {detail}")
-
-
-def drain_text(chunks: bytes | Iterator[bytes]) -> str:
-    """The SDKs return logs as bytes or as an iterator of byte chunks; this joins either."""
-    data = bytes(chunks) if isinstance(chunks, bytes | bytearray) else b"".join(chunks)
-    return data.decode("utf-8", errors="replace")
-
-
-def open_context(context: Path) -> IO[bytes]:
-    """The tarball to upload: `context` itself if it is a file, else a tarball of the directory."""
-    if context.is_file():
-        return context.open("rb")
-    if context.is_dir():
-        return tar_directory(context)
-    raise EngineError(f"build context {context} does not exist")
-
-
-def tar_directory(directory: Path) -> IO[bytes]:
-    """A deterministic tarball of a build context directory (sorted, uid/gid 0, mtime 0), in a
-    spooled temporary file. Symbolic links are refused: a context is plain files."""
-    out = tempfile.SpooledTemporaryFile(max_size=64 << 20)  # noqa: SIM115 - caller closes
-    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path in sorted(directory.rglob("*")):
-            rel = path.relative_to(directory).as_posix()
-            if path.is_symlink():
-                raise EngineError(f"build context {directory}: {rel} is a symbolic link")
-            info = tarfile.TarInfo(rel)
-            info.uid = info.gid = 0
-            info.mtime = 0
-            if path.is_dir():
-                info.type = tarfile.DIRTYPE
-                info.mode = 0o755
-                tar.addfile(info)
-            else:
-                info.size = path.stat().st_size
-                info.mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
-                with path.open("rb") as fh:
-                    tar.addfile(info, fh)
-    out.seek(0)
-    return out

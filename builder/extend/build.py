@@ -3,8 +3,8 @@
 Everything that can be wrong with the input is found before the engine builds anything (exit
 2): the parent cell must have a lock record whose image is in the store, the requirements must
 not replace a locked package, the extra wheels must resolve under the parent's lock. The build
-is air-gapped (network none) and dated like the parent (builder/source_date.py); the image is
-tagged `<repo>:<name>` and `<repo>:<content hash>` and recorded under `name` in the lock, with
+is air-gapped (network none) and dated like the parent (builder/build/source_date.py); the image is
+tagged `<repo>:<name>` and `<repo>:<build hash>` and recorded under `name` in the lock, with
 the parent it came from. The fingerprint proof and verify follow (builder/commands/extend_cmd.py).
 """
 
@@ -17,22 +17,27 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from builder import lock as lockfile
-from builder.build_context import BuildContext, ContextEntry, ContextError
-from builder.engines.base import BuildRequest, Engine, EngineError, ImageInfo, LogSink
+from packaging.utils import NormalizedName
+from packaging.version import Version
+
+from builder.build import closure
+from builder.build import lock as lockfile
+from builder.build.context import BuildContext, ContextEntry, ContextError
+from builder.build.source_date import BUILD_ARG, source_date_epoch
+from builder.build.wheelhouse import ARCH, select
+from builder.engines.base import BuildRequest, EngineError, ImageInfo, LogSink
+from builder.engines.roles import ImageBuilder, ImageStore
 from builder.errors import TrainimgError
 from builder.extend import containerfile, requirements, wheels
 from builder.extend.containerfile import Copy
-from builder.labels import (
+from builder.matrix.model import Cell
+from builder.matrix.validate import CELL_NAME
+from builder.spec.labels import (
     EXTENSION_LABEL,
     PARENT_CELL_LABEL,
     PARENT_DIGEST_LABEL,
     PARENT_IMAGE_LABEL,
 )
-from builder.matrix.model import Cell
-from builder.source_date import BUILD_ARG, source_date_epoch
-from builder.validate import CELL_NAME
-from builder.wheelhouse import select
 from builder.workspace import Workspace
 
 
@@ -88,9 +93,37 @@ def _entries(
     return out
 
 
+def _requirements(
+    reqs_path: Path,
+    cell: Cell,
+    locked: dict[NormalizedName, Version],
+    log: Callable[[str], None],
+) -> tuple[requirements.UserRequirement, ...]:
+    """The user's requirements whose marker holds for the cell, none replacing a locked one."""
+    reqs, dropped = requirements.applicable(
+        requirements.parse(reqs_path), closure.marker_environment(cell.python, ARCH)
+    )
+    for r in dropped:
+        log(f"{reqs_path}:{r.line}: {r.text!r}: its marker is false for {cell.name}: not added")
+    if not reqs:
+        raise requirements.RequirementsError(
+            f"{reqs_path}: every requirement's marker is false for {cell.name} (Python "
+            f"{cell.python}, Linux {ARCH}): nothing to add to the image"
+        )
+    refused = requirements.replacing(reqs, locked)
+    if refused:
+        raise requirements.RequirementsError(
+            f"{reqs_path}: refused before any build: "
+            + "; ".join(refused)
+            + f"; the image of {cell.name} was proven with these: extend another cell, or "
+            "change the cell in matrix.yaml and build it"
+        )
+    return reqs
+
+
 def plan(
     ws: Workspace,
-    engine: Engine,
+    engine: ImageStore,
     cell: Cell,
     reqs_path: Path,
     *,
@@ -102,6 +135,7 @@ def plan(
     repository: str | None,
     find_links: Sequence[Path] = (),
     offline: bool = False,
+    pip_config: bool = False,
     log: Callable[[str], None] = lambda _m: None,
 ) -> ExtendPlan:
     """Everything decided before the build; bad input raises (exit 2)."""
@@ -111,17 +145,9 @@ def plan(
             f"--name {name!r}: give a new image name of lower-case letters, digits and ._- "
             "(not a matrix cell's)"
         )
-    reqs = requirements.parse(reqs_path)
     selection = select(parent_wheelhouse, cell, ws.matrix.project)
     locked = {w.name: w.version for w in selection.wheels}
-    refused = requirements.replacing(reqs, locked)
-    if refused:
-        raise requirements.RequirementsError(
-            f"{reqs_path}: refused before any build: "
-            + "; ".join(refused)
-            + f"; the image of {cell.name} was proven with these: extend another cell, or "
-            "change the cell in matrix.yaml and build it"
-        )
+    reqs = _requirements(reqs_path, cell, locked, log)
     record = lockfile.read(lock_path).get(cell.name)
     if record is None:
         raise ExtendError(f"cell {cell.name}: no record in {lock_path}: `trainimg build` it first")
@@ -147,6 +173,7 @@ def plan(
         parent_wheelhouse,
         find_links=find_links,
         offline=offline,
+        pip_config=pip_config,
         log=log,
     )
     labels = {
@@ -161,11 +188,13 @@ def plan(
     ctx = BuildContext(tuple(entries), {BUILD_ARG: str(epoch)}, {}, parent.id)
     repo = repository or ws.matrix.project.repository
     return ExtendPlan(
-        name, cell, parent, ctx, extras, f"{repo}:{name}", f"{repo}:{ctx.content_hash}", epoch
+        name, cell, parent, ctx, extras, f"{repo}:{name}", f"{repo}:{ctx.build_hash}", epoch
     )
 
 
-def build(engine: Engine, p: ExtendPlan, work_dir: Path, on_log: LogSink | None = None) -> str:
+def build(
+    engine: ImageBuilder, p: ExtendPlan, work_dir: Path, on_log: LogSink | None = None
+) -> str:
     """Build the child, untagged (nothing is named until it is proven); its image id."""
     tarball = p.context.tarball(work_dir)
     try:
@@ -180,8 +209,8 @@ def build(engine: Engine, p: ExtendPlan, work_dir: Path, on_log: LogSink | None 
         tarball.unlink(missing_ok=True)
 
 
-def commit(engine: Engine, p: ExtendPlan, image_id: str, lock_path: Path) -> ImageInfo:
-    """Name the proven child `<repo>:<name>` and `<repo>:<content hash>`, and record it."""
+def commit(engine: ImageStore, p: ExtendPlan, image_id: str, lock_path: Path) -> ImageInfo:
+    """Name the proven child `<repo>:<name>` and `<repo>:<build hash>`, and record it."""
     for ref in (p.hash_tag, p.tag):
         engine.tag(image_id, ref)
     info = engine.inspect_image(image_id)
@@ -198,7 +227,7 @@ def commit(engine: Engine, p: ExtendPlan, image_id: str, lock_path: Path) -> Ima
         cuda=parent.cuda,
         engine=engine.name,
         built_at=dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
-        content_hash=p.context.content_hash,
+        build_hash=p.context.build_hash,
         wheels={
             **parent.wheels,
             **{f"{w.name}=={w.version}": w.sha256 for w in p.extras.wheels},
@@ -209,7 +238,7 @@ def commit(engine: Engine, p: ExtendPlan, image_id: str, lock_path: Path) -> Ima
     return info
 
 
-def discard(engine: Engine, image_id: str) -> None:
+def discard(engine: ImageStore, image_id: str) -> None:
     """Remove a child that failed its proof (it was never named)."""
     with contextlib.suppress(EngineError):
         engine.remove_image(image_id)

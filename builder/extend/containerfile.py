@@ -2,7 +2,8 @@
 
 Values reach it validated: the parent as an image id (`sha256:<64 hex>`), label values through
 the `dq` filter, and each `--copy` as a JSON-form COPY whose destination is an absolute path
-of plain characters (no `..`, quotes or spaces).
+of plain characters (no `..`, quotes or spaces) outside the locked trees (the venv and the
+trainer: LOCKED_TREES): a DEST in one, or above one (`/opt`, `/`), is refused before any build.
 """
 
 from __future__ import annotations
@@ -16,13 +17,24 @@ import jinja2
 
 from builder import __version__
 from builder.errors import TrainimgError
-from builder.labels import USER_ID, VENV
-from builder.render import environment
+from builder.spec.layout import TRAINER_HOME, USER_ID, VENV
+from builder.spec.render import environment
 
 EXTEND_TEMPLATE = "extend.Containerfile.j2"
 EXTEND_TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
 _ID = re.compile(r"^sha256:[0-9a-f]{64}$")
 _DEST = re.compile(r"^/(?:[A-Za-z0-9._+-]+/?)*$")
+LOCKED_TREES = (VENV, TRAINER_HOME)  # what the parent's proof covers, file by file (files.py)
+
+
+def locked_tree_of(dest: str) -> str | None:
+    """The locked tree DEST would write into (DEST inside it, or above it), or None."""
+    d = dest.rstrip("/") + "/"
+    for tree in LOCKED_TREES:
+        t = tree + "/"
+        if d.startswith(t) or t.startswith(d):
+            return tree
+    return None
 
 
 class CopySpecError(TrainimgError):
@@ -49,6 +61,13 @@ def parse_copy(spec: str, index: int) -> Copy:
         raise CopySpecError(
             f"--copy {spec!r}: DEST {dest!r} must be an absolute path of letters, digits and "
             "._+- (no `..`, spaces or quotes), e.g. /workspace/app"
+        )
+    tree = locked_tree_of(dest)
+    if tree:
+        raise CopySpecError(
+            f"--copy {spec!r}: DEST {dest!r} would write into {tree}, which the parent image "
+            f"locks file by file ({', '.join(LOCKED_TREES)}); copy to another place, e.g. "
+            "/workspace/app"
         )
     path = Path(src)
     if path.is_symlink() or not path.exists():

@@ -3,7 +3,7 @@ the comparison of the two (docs/build.md, "Extending a cell's image").
 
 The fingerprint: torch's version with its local tag and CUDA release, the sha256 of its core
 libraries (libtorch_cuda.so where present, libtorch_cpu.so), the SASS of every CUDA library the
-parent has (the fatbin reader, builder/fatbin.py, run inside), the nvidia-* wheels, the NCCL
+parent has (the fatbin reader, builder/arches/fatbin.py, run inside), the nvidia-* wheels, the NCCL
 and cuDNN versions torch reports, and the torchao operators that load. The child may add
 libraries; every one of the parent's must be there, byte for byte the same kernels.
 """
@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from builder.engines.base import Engine
-from builder.image_probe import run_probe
-from builder.labels import VENV
-from builder.verify.scan import scan_image
+from builder.arches.scan import scan_image
+from builder.engines.image_probe import run_probe
+from builder.engines.roles import ContainerRunner
+from builder.spec.layout import VENV, VENV_PYTHON
 
 # Runs with the image's own Python; prints one JSON line. Standard library and torch only.
 FINGERPRINT_PROBE = r"""
@@ -75,10 +75,10 @@ class Difference:
         return f"{self.field}: the parent has {self.parent!r}, the extension {self.child!r}"
 
 
-def read_fingerprint(engine: Engine, image: str) -> dict[str, Any]:
+def read_fingerprint(engine: ContainerRunner, image: str) -> dict[str, Any]:
     """The fingerprint of `image` (two short containers: the probe, the fatbin reader)."""
     data = run_probe(engine, image, FINGERPRINT_PROBE, what="fingerprint")
-    scan = scan_image(engine, image, [VENV], python=f"{VENV}/bin/python")
+    scan = scan_image(engine, image, [VENV], python=VENV_PYTHON)
     data["sass"] = {lib["path"]: list(lib["sass"]) for lib in scan["libraries"]}
     return data
 

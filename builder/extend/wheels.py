@@ -6,10 +6,17 @@ as a find-links directory, for the cell's Python and platform. The closure is th
 again offline from the wheels' own metadata, the parent's pins first: a dependency that needs
 another version of a locked package is refused, naming the package and what wanted it. Only
 wheels the parent does not lock are the child's; their sha256 go to its wheelhouse.lock.
+
+pip runs without the user's pip configuration (PIP_CONFIG_FILE=/dev/null and no PIP_*
+variables but the transport ones, CA bundle, proxy and timeouts: an extra index in
+~/.config/pip would otherwise be searched) unless `pip_config` says so. When the requirements
+carry `--hash` options (pip's hash-checking mode), every wheel the child adds must be named
+there with the sha256 it has, or nothing is built.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -19,16 +26,12 @@ from pathlib import Path
 from packaging.utils import NormalizedName
 from packaging.version import Version
 
-from builder import closure
-from builder.errors import TrainimgError
-from builder.extend.requirements import UserRequirement, constraints_txt
-from builder.matrix.model import Cell
-from builder.wheelhouse import (
+from builder.build import closure
+from builder.build.wheelhouse import (
     ARCH,
     LOCK_NAME,
     PYPI,
     Locked,
-    Runner,
     platforms,
     read_lock,
     scan,
@@ -36,6 +39,9 @@ from builder.wheelhouse import (
     supported_tags,
     write_lock,
 )
+from builder.errors import TrainimgError
+from builder.extend.requirements import UserRequirement, constraints_txt
+from builder.matrix.model import Cell
 
 GROUP = "extra"
 CONSTRAINTS = "constraints.txt"
@@ -59,8 +65,47 @@ class Extras:
         return "\n".join(lines) + "\n"
 
 
-def _pip(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=3600)
+PipRunner = Callable[[list[str], dict[str, str]], "subprocess.CompletedProcess[str]"]
+
+
+def _pip(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=3600, env=env)
+
+
+# PIP_* variables that say how to reach an index, never which one or what to take from it
+_TRANSPORT = frozenset({"PIP_CERT", "PIP_CLIENT_CERT", "PIP_PROXY", "PIP_DEFAULT_TIMEOUT",
+                        "PIP_TIMEOUT", "PIP_RETRIES", "PIP_DISABLE_PIP_VERSION_CHECK",
+                        "PIP_NO_COLOR", "PIP_PROGRESS_BAR"})  # fmt: skip
+
+
+def pip_env(environ: Mapping[str, str], *, pip_config: bool) -> dict[str, str]:
+    """pip's environment: the user's pip config files and PIP_* variables (but the transport
+    ones: CA bundle, proxy, timeouts) only if asked."""
+    if pip_config:
+        return dict(environ)
+    env = {k: v for k, v in environ.items() if not k.upper().startswith("PIP_") or k in _TRANSPORT}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    return env
+
+
+def check_hashes(reqs: Sequence[UserRequirement], added: Sequence[Locked]) -> list[str]:
+    """Hash-checking mode (any --hash given): why each added wheel is refused (empty: none)."""
+    if not any(r.hashes for r in reqs):
+        return []
+    allowed: dict[str, frozenset[str]] = {}
+    for r in reqs:
+        allowed[r.name] = allowed.get(r.name, frozenset()) | r.hashes
+    out = []
+    for w in added:
+        hashes = allowed.get(w.name)
+        if not hashes:
+            out.append(f"{w.path.name}: {w.name} has no --hash line (hash-checking mode: pin it)")
+        elif w.sha256 not in hashes:
+            out.append(
+                f"{w.path.name}: sha256 {w.sha256} is none of the {len(hashes)} --hash values "
+                f"given for {w.name}"
+            )
+    return out
 
 
 def download_argv(
@@ -86,7 +131,8 @@ def fetch(
     find_links: Sequence[Path] = (),
     index_url: str = PYPI,
     offline: bool = False,
-    run: Runner = _pip,
+    pip_config: bool = False,
+    run: PipRunner = _pip,
     log: Callable[[str], None] = lambda _m: None,
 ) -> Extras:
     dest.mkdir(parents=True, exist_ok=True)
@@ -95,7 +141,10 @@ def fetch(
     links = [parent_wheels, *find_links]
     if not offline:
         log(f"pip download {' '.join(r.text for r in reqs)} (constrained by the parent's lock)")
-        proc = run(download_argv(cell, reqs, dest, links, index_url))
+        proc = run(
+            download_argv(cell, reqs, dest, links, index_url),
+            pip_env(os.environ, pip_config=pip_config),
+        )
         if proc.returncode != 0:
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-12:])
             raise ExtraWheelsError(
@@ -144,6 +193,11 @@ def fetch(
         raise ExtraWheelsError(
             "every requirement is already in the parent image at a version it allows: "
             "nothing to add"
+        )
+    refused = check_hashes(reqs, wheels)
+    if refused:
+        raise ExtraWheelsError(
+            "the wheels do not match the requirements' --hash values: " + "; ".join(refused)
         )
     write_lock(dest, {**old, **{w.path.name: w.sha256 for w in wheels}})
     return Extras(dest, tuple(wheels), constraints)

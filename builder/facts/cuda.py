@@ -1,19 +1,22 @@
 """CUDA toolkit facts: minimum driver per release, minor-version and forward compatibility,
-the NVIDIA_REQUIRE_CUDA brand windows NVIDIA ships, and the supported host compilers."""
+the NVIDIA_REQUIRE_CUDA brand windows NVIDIA ships, the supported host compilers, and which
+NVIDIA packages its repository keeps in every build."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
 from packaging.version import Version
 
+from builder.facts import data_files
 from builder.facts import drivers as driver_rules
 from builder.facts.driver_version import DriverVersion
 from builder.facts.sources import (
     CUDA_FORWARD_COMPAT,
     CUDA_MVC,
-    CUDA_RELEASE_NOTES,
+    NVIDIA_CUDA_IMAGE_12_8_1,
     Source,
 )
 
@@ -26,22 +29,20 @@ class UnknownCudaRelease(LookupError):
 class CudaRelease:
     version: Version
     min_driver: DriverVersion  # Linux x86_64 "toolkit driver version"
-    source: Source = CUDA_RELEASE_NOTES
+    source: Source
 
 
-# CUDA release notes, Table 3 (Linux x86_64): CUDA_RELEASE_NOTES.
+# CUDA release notes, Table 3 (Linux x86_64): data (builder/facts/data/cuda_releases.json, with
+# the day it was read), one source per row (unconfirmed where only NVIDIA's repository listing of
+# the branch's builds backs it).
+_RELEASES_SOURCE = (
+    f"{data_files.CUDA_RELEASES_HEADER.source}, read {data_files.CUDA_RELEASES_HEADER.read}"
+)
 CUDA_RELEASES: dict[str, CudaRelease] = {
-    r.version.base_version: r
-    for r in (
-        CudaRelease(Version("12.0.0"), DriverVersion("525.60.13")),
-        CudaRelease(Version("12.6.0"), DriverVersion("560.28.03")),
-        CudaRelease(Version("12.6.3"), DriverVersion("560.35.05")),
-        CudaRelease(Version("12.8.0"), DriverVersion("570.26")),
-        CudaRelease(Version("12.8.1"), DriverVersion("570.124.06")),
-        CudaRelease(Version("12.9.0"), DriverVersion("575.51.03")),
-        CudaRelease(Version("12.9.1"), DriverVersion("575.57.08")),
-        CudaRelease(Version("13.0.0"), DriverVersion("580.65.06")),
+    row.version.base_version: CudaRelease(
+        row.version, DriverVersion(row.min_driver), Source(_RELEASES_SOURCE, row.confirmed)
     )
+    for row in data_files.CUDA_RELEASE_ROWS
 }
 
 
@@ -68,7 +69,7 @@ def cuda_tag(cuda: Version) -> str:
 MVC_FLOOR: dict[int, DriverVersion] = {
     11: DriverVersion("450.80.02"),
     12: DriverVersion("525.60.13"),
-    13: DriverVersion("580"),
+    13: DriverVersion.branch_start(580),
 }
 MVC_SOURCE = CUDA_MVC
 MVC_LIMITS = (
@@ -119,7 +120,24 @@ REQUIRE_BRANDS: tuple[str, ...] = (
     "cloudgaming",
 )
 # The driver branches those brand windows name, per CUDA minor (the same image).
-REQUIRE_BRANCH_WINDOWS: dict[str, tuple[int, ...]] = {"12.8": (470, 535, 550, 560, 565)}
+# NVIDIA's 13.2 images name the 535, 570, 580 and 590 windows (issue 30's reading of
+# dist/13.2.*/rockylinux9/base/Dockerfile, 2026-12-03); no 13.0 window is recorded here, so a
+# 13.0 image carries the `cuda>=13.0` term alone.
+REQUIRE_BRANCH_WINDOWS: dict[str, tuple[int, ...]] = {
+    "12.8": (470, 535, 550, 560, 565),
+    "13.2": (535, 570, 580, 590),
+}
+REQUIRE_BRANCH_WINDOWS_13_2_SOURCE = Source(
+    "https://gitlab.com/nvidia/container-images/cuda (dist/13.2.*/rockylinux9/base/Dockerfile)",
+    confirmed=False,
+)
+
+
+_CUDA13_HOST_COMPILERS = Source(
+    "https://docs.nvidia.com/cuda/cuda-installation-guide-linux/ (13.0-13.2, host compiler "
+    "support: GCC up to 15.x; read 2026-12-03)",
+    confirmed=False,
+)
 
 
 @dataclass(frozen=True)
@@ -140,6 +158,9 @@ HOST_COMPILERS: dict[str, HostCompilerRange] = {
             "gcc_impl_linux-64 >=6,<15.0a0); https://docs.nvidia.com/cuda/cuda-installation-guide-linux/"
         ),
     ),
+    # nvcc 13.x: GCC up to 15 as the host compiler (13.0 added GCC 15; EL9's gcc 11, Debian
+    # 12's gcc 12 and EL10's gcc 14 are inside). The floor is not read here: 6, as 12.8's.
+    **{m: HostCompilerRange(6, 15, _CUDA13_HOST_COMPILERS) for m in ("13.0", "13.1", "13.2")},
 }
 
 
@@ -149,3 +170,27 @@ def minor(cuda: Version) -> str:
 
 # The CUDA version each driver branch reports lives with the branch facts (facts/drivers.py).
 driver_cuda_version = driver_rules.driver_cuda_version
+
+
+# Which NVIDIA packages its CUDA repositories keep in every build, so an exact pin keeps
+# resolving: the toolkit's component packages, cuda-<component>-<major>-<minor> at a component
+# version (cuda-cudart-12-8 12.8.57-1 of 12.8.0 beside 12.8.90-1 of 12.8.1). NVIDIA's own images
+# pin them exactly (NV_CUDA_CUDART_VERSION=12.8.90-1 in dist/12.8.1/rockylinux9/base) and
+# rebuild old releases from the live repository. The driver-branch packages are not among them:
+# cuda-compat-<major>-<minor> follows every driver release of its branch (570.124.06 ...
+# 570.211.01), which build a repository or a site's mirror holds differs (the rhel9 build of
+# 570.211.01 was not confirmed), and NVIDIA's images install it unpinned - so it is pinned by
+# its branch series ('570.*', checked after install) and the lock records the build.
+# Read 2026-12-01.
+EXACT_PIN_KEPT = re.compile(r"cuda-(?!compat-)[a-z0-9]+(?:-[a-z]+)*-[0-9]+-[0-9]+")
+EXACT_PIN_KEPT_SOURCE = Source(
+    f"{NVIDIA_CUDA_IMAGE_12_8_1.ref}; https://developer.download.nvidia.com/compute/cuda/repos/"
+    "rhel9/x86_64/ (the repository index, read 2026-12-01)",
+    confirmed=False,
+)
+BRANCH_SERIES_SOURCE = NVIDIA_CUDA_IMAGE_12_8_1  # installs cuda-compat-12-8 unpinned
+
+
+def kept_in_every_build(package: str) -> bool:
+    """Whether NVIDIA's repository keeps every build of `package` (EXACT_PIN_KEPT)."""
+    return EXACT_PIN_KEPT.fullmatch(package) is not None

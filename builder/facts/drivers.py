@@ -48,19 +48,25 @@ _LIFECYCLE_580 = Source(
 )
 
 # NVIDIA's data center driver lifecycle table (month of end of life -> its last day). Only
-# long-term support and production branches are listed; new feature branches "are short-lived
-# and do not have an end-of-life date" (620 edition, note under Table 2).
+# long-term support and production branches are listed with a date; new feature branches "are
+# short-lived and do not have an end-of-life date" (620 edition, note under Table 2): a new
+# feature branch without a date is supported until a newer new feature branch is listed
+# (R590 ended with R610; R615 is the current one), and one with a date keeps it (R610's
+# August 2026 end, 615 edition). Read 2026-12-02 (issue 28's survey of the 615 and 620 pages).
 BRANCH_LIFECYCLE: dict[int, BranchLifecycle] = {
     b.branch: b
     for b in (
         BranchLifecycle(535, "LTSB", dt.date(2026, 6, 30), _LIFECYCLE_615),
         BranchLifecycle(570, "PB", dt.date(2026, 2, 28), _LIFECYCLE_580),
         BranchLifecycle(580, "LTSB", dt.date(2028, 6, 30), _LIFECYCLE_620),
+        BranchLifecycle(590, "NFB", None, _LIFECYCLE_620),
         BranchLifecycle(595, "PB", dt.date(2027, 3, 31), _LIFECYCLE_620),
         BranchLifecycle(610, "NFB", dt.date(2026, 8, 31), _LIFECYCLE_615),
+        BranchLifecycle(615, "NFB", None, _LIFECYCLE_620),
         BranchLifecycle(620, "LTSB", dt.date(2029, 9, 30), _LIFECYCLE_620),
     )
 }
+NEW_FEATURE = "NFB"
 LIFECYCLE_SOURCE = DATACENTER_DRIVER_LIFECYCLE
 # Warn this many days ahead of a branch's end of life (trainimg policy, as for OS lifecycles).
 BRANCH_EOL_WARN_DAYS = 180
@@ -84,6 +90,8 @@ def branch_status(branch: int, today: dt.date) -> BranchStatus:
     one that the table does not list (R575, R565, R560, R550...) is out of support: NVIDIA
     lists every supported LTSB/PB branch, and a new feature branch ends when the next ships."""
     life = BRANCH_LIFECYCLE.get(branch)
+    if life is not None and life.eol is None and life.kind == NEW_FEATURE:
+        return _new_feature_status(life)
     if life is not None and life.eol is not None:
         left = (life.eol - today).days
         if left < 0:
@@ -104,13 +112,34 @@ def branch_status(branch: int, today: dt.date) -> BranchStatus:
     return BranchStatus(branch, "unknown", text, None, _LIFECYCLE_620)
 
 
+def _new_feature_status(life: BranchLifecycle) -> BranchStatus:
+    """A new feature branch without a date: current until a newer new feature branch is
+    listed (NVIDIA: it ends when the next ships)."""
+    newer = sorted(
+        b.branch
+        for b in BRANCH_LIFECYCLE.values()
+        if b.kind == NEW_FEATURE and b.branch > life.branch
+    )
+    if newer:
+        text = (
+            f"R{life.branch} (new feature branch) ended when R{newer[0]} shipped: no longer "
+            "supported"
+        )
+        return BranchStatus(life.branch, "unlisted", text, None, life.source)
+    text = (
+        f"R{life.branch} is the current new feature branch: supported until the next one ships "
+        "(NVIDIA gives new feature branches no end-of-life date)"
+    )
+    return BranchStatus(life.branch, "supported", text, None, life.source)
+
+
 # --- the CUDA version a branch supports ------------------------------------------------------
 @dataclass(frozen=True)
 class BranchCuda:
     branch: int
-    cuda: Version  # what the driver reports: nvidia-smi "CUDA Version", cuDriverGetVersion
+    cuda: Version  # what the driver reports: nvidia-smi "CUDA (UMD) Version", cuDriverGetVersion
     source: Source
-    minor_known: bool = True  # False: only the CUDA major is published (R610, R620: "CUDA 13")
+    minor_known: bool = True  # False: only the CUDA major is published for the branch
 
     @property
     def text(self) -> str:
@@ -125,13 +154,30 @@ def _notes(version: str, confirmed: bool = True) -> Source:
     )
 
 
+def _redistrib(driver: str) -> Source:
+    # not fetched from this machine (no network to NVIDIA): the values as issue 28 quotes them
+    return Source(
+        f"https://developer.download.nvidia.com/compute/cuda/redist/redistrib_{driver}.json "
+        "(read 2026-12-02 via issue 28)",
+        confirmed=False,
+    )
+
+
+_LIFECYCLE_620_R615 = Source(
+    "https://docs.nvidia.com/datacenter/tesla/drivers/620/"
+    "supported-drivers-and-cuda-toolkit-versions.html (R615 row; read 2026-12-02 via issue 28)",
+    confirmed=False,
+)
+
 # The first toolkit of each CUDA minor names its driver branch in the release notes' table
 # "CUDA Toolkit and Corresponding Driver Versions" (Linux x86_64); a driver of that branch
 # reports that CUDA version. R565 shipped with no toolkit of its own (it reports 12.7); R590
-# and R595 report 13.1 and 13.2 (public `nvidia-smi` banners of 590.48.01 and 595.71.05). R610
-# and R620 are known to their major only (NVIDIA's data center tables, 615 and 620 editions).
+# and R595 report 13.1 and 13.2 (public `nvidia-smi` banners of 590.48.01 and 595.71.05). From
+# R610 the CUDA redistributables' manifest of each driver (`redistrib_<driver>.json`, its
+# `nvidia_driver` and `cuda` entries) names the CUDA version the driver ships: 13.3 for
+# 610.57.04, 13.5 for 620.70.06; R615 prints 13.4 (issue 28's survey of recorded R615 hosts).
 # Never extrapolate past the last row: an unknown branch has an unknown CUDA version, and on a
-# live host the nvidia-smi banner is read instead.
+# live host nvidia-smi's `CUDA UMD Version` (R610+) or `CUDA Version` is read instead.
 BRANCH_CUDA: dict[int, BranchCuda] = {
     b.branch: b
     for b in (
@@ -163,10 +209,9 @@ BRANCH_CUDA: dict[int, BranchCuda] = {
         BranchCuda(580, Version("13.0"), _notes("13.0.0")),
         BranchCuda(590, Version("13.1"), _notes("13.1.0", False)),
         BranchCuda(595, Version("13.2"), _notes("13.2.0", False)),
-        # NVIDIA's tables give only the major ("Maximum CUDA Major Version Supported Without
-        # Forward Compatibility Package: CUDA 13"): the minor is not published there.
-        BranchCuda(610, Version("13"), _LIFECYCLE_615, minor_known=False),
-        BranchCuda(620, Version("13"), _LIFECYCLE_620, minor_known=False),
+        BranchCuda(610, Version("13.3"), _redistrib("610.57.04")),
+        BranchCuda(615, Version("13.4"), _LIFECYCLE_620_R615),
+        BranchCuda(620, Version("13.5"), _redistrib("620.70.06")),
     )
 }
 

@@ -35,6 +35,7 @@ _ARCH_SOURCE = Source(f"{ARCHITECTURE_MATRIX.ref}; {OPEN_MODULES_BLOG.ref}")
 ARCHITECTURES: dict[str, Architecture] = {
     a.name: a
     for a in (
+        Architecture("Kepler", False, 470, _ARCH_SOURCE),
         Architecture("Maxwell", False, 580, _ARCH_SOURCE),
         Architecture("Pascal", False, 580, _ARCH_SOURCE),
         Architecture("Volta", False, 580, _ARCH_SOURCE),
@@ -87,6 +88,24 @@ _PRO_SERVER = Source(
 )
 
 
+def _first_listed(tag: str, device: str) -> Source:
+    """The open-gpu-kernel-modules tag whose README first lists the device id (its first
+    branch), as issue 28's per-tag survey found it (not re-read here)."""
+    return Source(
+        f"https://github.com/NVIDIA/open-gpu-kernel-modules/blob/{tag}/README.md "
+        f"(Compatible GPUs: 10de:{device} first listed; read 2026-12-02 via issue 28)",
+        False,
+    )
+
+
+_PRO_SERVER_FIRST = Source(
+    f"{_PRO_SERVER.ref}; first branch: "
+    "https://github.com/NVIDIA/open-gpu-kernel-modules/blob/575.57.08/README.md "
+    "(10de:2bb5 first listed; read 2026-12-02 via issue 28)",
+    False,
+)
+
+
 def _gpu(
     key: str,
     name: str,
@@ -115,6 +134,15 @@ def _gpu(
 GPUS: dict[str, Gpu] = {
     g.key: g
     for g in (
+        # Kepler and Maxwell data center boards: their last branches (R470, R580) are what a
+        # fleet must know before an upgrade (issue 28); first branches not read from a primary
+        # source.
+        _gpu("k80", "Tesla K80", (3, 7), "Kepler", brand="tesla", min_branch=340,
+             min_cuda="6.5"),
+        _gpu("m10", "Tesla M10", (5, 0), "Maxwell", brand="tesla", min_branch=361,
+             min_cuda="8.0"),
+        _gpu("m60", "Tesla M60", (5, 2), "Maxwell", brand="tesla", min_branch=352,
+             min_cuda="7.5"),
         _gpu("p100", "Tesla P100", (6, 0), "Pascal", brand="tesla", min_branch=367,
              min_cuda="8.0"),
         _gpu("p40", "Tesla P40", (6, 1), "Pascal", brand="tesla", min_branch=367, min_cuda="8.0"),
@@ -137,8 +165,8 @@ GPUS: dict[str, Gpu] = {
         _gpu("h100", "NVIDIA H100", (9, 0), "Hopper", min_branch=520, min_cuda="11.8"),
         _gpu("h20", "NVIDIA H20", (9, 0), "Hopper", min_branch=535, min_cuda="11.8"),
         _gpu("h200", "NVIDIA H200", (9, 0), "Hopper", min_branch=550, min_cuda="11.8"),
-        _gpu("gh200", "NVIDIA GH200", (9, 0), "Hopper", needs_open=True, min_branch=550,
-             min_cuda="11.8"),
+        _gpu("gh200", "NVIDIA GH200", (9, 0), "Hopper", needs_open=True, min_branch=535,
+             min_cuda="11.8", source=_first_listed("535.43.19", "2342")),
         _gpu("b200", "NVIDIA B200", (10, 0), "Blackwell", needs_open=True, min_branch=570,
              min_cuda="12.8", source=CUDA_GPUS),
         _gpu("gb200", "NVIDIA GB200", (10, 0), "Blackwell", needs_open=True, min_branch=570,
@@ -158,8 +186,8 @@ GPUS: dict[str, Gpu] = {
         # The passively cooled server board: taken as one of the "Select NGC Server Ready SKUs
         # of RTX cards" forward compatibility works on (the page names no SKU).
         _gpu("rtx-pro-6000-server", "NVIDIA RTX PRO 6000 Blackwell Server Edition", (12, 0),
-             "Blackwell", brand="nvidiartx", datacenter=True, needs_open=True, min_branch=570,
-             min_cuda="12.8", source=_PRO_SERVER),
+             "Blackwell", brand="nvidiartx", datacenter=True, needs_open=True, min_branch=575,
+             min_cuda="12.8", source=_PRO_SERVER_FIRST),
         _gpu("rtx-pro-5000", "NVIDIA RTX PRO 5000 Blackwell", (12, 0), "Blackwell",
              brand="nvidiartx", datacenter=False, needs_open=True, min_branch=570,
              min_cuda="12.8", source=CUDA_GPUS),
@@ -173,7 +201,7 @@ OPEN_MODULES_SOURCE = OPEN_MODULES_BLOG
 # operands need sm_89 or newer (PTX ISA, warp-level mma); BF16 needs sm_80.
 # torch._scaled_mm refuses anything below 8.9 (aten/src/ATen/native/cuda/Blas.cpp).
 # The trainer applies the same rules on its own (trainer/fp8/rules.py: it never imports the
-# builder); tests/test_fp8_rules_agree.py compares the two for every compute capability here.
+# builder); tests/facts/test_fp8_rules_agree.py compares the two for every compute capability here.
 FP8_MIN_CC: CC = (8, 9)
 FP8_SOURCE = Source(
     "https://nvidia.github.io/TransformerEngine/ support matrix; "

@@ -30,6 +30,7 @@ class PciProduct:
     product: str  # NVIDIA's product name for the id (what NVML names the board)
     gpu: str  # the builder.facts.gpus key
     source: Source = OPEN_MODULES_README
+    first_branch: int | None = None  # where this id came later than its GPU's first branch
 
 
 def _ids(gpu: str, source: Source, *pairs: tuple[int, str]) -> tuple[PciProduct, ...]:
@@ -37,9 +38,17 @@ def _ids(gpu: str, source: Source, *pairs: tuple[int, str]) -> tuple[PciProduct,
 
 
 _README, _PCIDB = OPEN_MODULES_README, PCI_ID_DATABASE
+_H200_NVL_FIRST = Source(
+    "https://github.com/NVIDIA/open-gpu-kernel-modules/blob/565.57.01/README.md "
+    "(10de:233b first listed; read 2026-12-02 via issue 28)",
+    False,
+)
 PCI_PRODUCTS: dict[int, PciProduct] = {
     p.device_id: p
     for p in (
+        *_ids("k80", _PCIDB, (0x102D, "Tesla K80")),
+        *_ids("m10", _PCIDB, (0x13BD, "Tesla M10")),
+        *_ids("m60", _PCIDB, (0x13F2, "Tesla M60")),
         *_ids("p100", _PCIDB, (0x15F7, "Tesla P100-PCIE-12GB"), (0x15F8, "Tesla P100-PCIE-16GB"),
               (0x15F9, "Tesla P100-SXM2-16GB")),
         *_ids("p40", _PCIDB, (0x1B38, "Tesla P40")),
@@ -62,7 +71,9 @@ PCI_PRODUCTS: dict[int, PciProduct] = {
         *_ids("h100", _README, (0x2321, "NVIDIA H100 NVL"), (0x2330, "NVIDIA H100 80GB HBM3"),
               (0x2331, "NVIDIA H100 PCIe"), (0x2339, "NVIDIA H100")),
         *_ids("h20", _README, (0x2329, "NVIDIA H20")),
-        *_ids("h200", _README, (0x2335, "NVIDIA H200"), (0x233B, "NVIDIA H200 NVL")),
+        *_ids("h200", _README, (0x2335, "NVIDIA H200")),
+        # the NVL board first appears in the 565.57.01 README (issue 28's per-tag survey)
+        PciProduct(0x233B, "NVIDIA H200 NVL", "h200", _H200_NVL_FIRST, first_branch=565),
         *_ids("gh200", _README, (0x2342, "NVIDIA GH200 120GB"),
               (0x2348, "NVIDIA GH200 144G HBM3e")),
         *_ids("b200", _README, (0x2901, "NVIDIA B200")),
@@ -100,12 +111,28 @@ class ChipRange:
 # Derived from the ids above (every listed board of a chip falls in its block); the block edges
 # are not published by NVIDIA, hence unconfirmed.
 _RANGES = Source(f"{OPEN_MODULES_README.ref}; {PCI_ID_DATABASE.ref} (block edges)", False)
+# The consumer/workstation chips' blocks (issue 28: RTX 4080 10de:2704, A10M 10de:2238, L20
+# 10de:26ba, L2 10de:27b6, RTX 5080 10de:2c02 were "no GPU" to `run`): the ids pci.ids lists for
+# each chip fall inside its block; the edges are not published (unconfirmed), read 2026-12-02.
+_CHIP_BLOCKS = Source(f"{PCI_ID_DATABASE.ref} (ids per chip; block edges)", False)
 CHIP_RANGES: tuple[ChipRange, ...] = (
     ChipRange(0x15F0, 0x15FF, "GP100", "Pascal", (6, 0), False, 367, _RANGES),
+    ChipRange(0x1B00, 0x1B3F, "GP102", "Pascal", (6, 1), False, 367, _CHIP_BLOCKS),
+    ChipRange(0x1B80, 0x1BFF, "GP104", "Pascal", (6, 1), False, 367, _CHIP_BLOCKS),
+    ChipRange(0x1E00, 0x1E7F, "TU102", "Turing", (7, 5), False, 410, _CHIP_BLOCKS),
+    ChipRange(0x1E80, 0x1EFF, "TU104", "Turing", (7, 5), False, 410, _CHIP_BLOCKS),
+    ChipRange(0x1F00, 0x1F7F, "TU106", "Turing", (7, 5), False, 410, _CHIP_BLOCKS),
+    ChipRange(0x2200, 0x223F, "GA102", "Ampere", (8, 6), False, 455, _CHIP_BLOCKS),
+    ChipRange(0x2480, 0x24FF, "GA104", "Ampere", (8, 6), False, 455, _CHIP_BLOCKS),
+    ChipRange(0x2500, 0x257F, "GA106", "Ampere", (8, 6), False, 455, _CHIP_BLOCKS),
+    ChipRange(0x2680, 0x26FF, "AD102", "Ada", (8, 9), False, 520, _CHIP_BLOCKS),
+    ChipRange(0x2700, 0x277F, "AD103", "Ada", (8, 9), False, 520, _CHIP_BLOCKS),
+    ChipRange(0x2780, 0x27FF, "AD104", "Ada", (8, 9), False, 520, _CHIP_BLOCKS),
+    ChipRange(0x2C00, 0x2C7F, "GB203", "Blackwell", (12, 0), True, 570, _CHIP_BLOCKS),
     ChipRange(0x1D80, 0x1DFF, "GV100", "Volta", (7, 0), False, 384, _RANGES),
     ChipRange(0x20B0, 0x20FF, "GA100", "Ampere", (8, 0), False, 450, _RANGES),
     ChipRange(0x2300, 0x233F, "GH100", "Hopper", (9, 0), False, 520, _RANGES),
-    ChipRange(0x2340, 0x237F, "GH100 (Grace Hopper)", "Hopper", (9, 0), True, 550, _RANGES),
+    ChipRange(0x2340, 0x237F, "GH100 (Grace Hopper)", "Hopper", (9, 0), True, 535, _RANGES),
     ChipRange(0x2900, 0x29FF, "GB100", "Blackwell", (10, 0), True, 570, _RANGES),
     ChipRange(0x3180, 0x31FF, "GB110", "Blackwell", (10, 3), True, 580, _RANGES),
     ChipRange(0x2B80, 0x2BFF, "GB202", "Blackwell", (12, 0), True, 570, _RANGES),

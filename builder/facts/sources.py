@@ -50,4 +50,3 @@ DATACENTER_DRIVER_LIFECYCLE = Source("https://docs.nvidia.com/datacenter/tesla/d
 TORCH_BUILD_CUDA_SH = Source(
     "https://github.com/pytorch/pytorch/blob/00c7a380/.ci/manywheel/build_cuda.sh"
 )
-PYPI_TORCH_FILES = Source("https://pypi.org/simple/torch/ (wheel file tags, read 2026-11-29)")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from builder.facts.sources import PYPI_TORCH_FILES, TORCH_BUILD_CUDA_SH, Source
+from builder.facts import data_files
+from builder.facts.sources import TORCH_BUILD_CUDA_SH, Source
 
 _ARCH_2_8 = ("sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
 
@@ -27,6 +28,22 @@ ARCH_LIST_SOURCES: dict[str, Source] = {
         "https://github.com/pytorch/pytorch/pull/172598"
     ),
 }
+# CUDA 13 builds, per (build tag, torch minor): read from PyPI's own wheels with the project's
+# fatbin reader (`trainimg arches libtorch_cuda.so`, 2026-12-03): torch-2.13.0, 2.14.1 and
+# 2.15.0 cp312 manylinux_2_28_x86_64 (sha256 796633c4cdf0fe2c..., 23011fe29a99b591...,
+# 6d8c86f4e33a9f12...) carry SASS
+# sm_75 sm_80 sm_86 sm_90 sm_100 sm_120 in every kernel module and no PTX. A minor not listed
+# here has an unknown arch list (None), which every message and label says as "unknown".
+_ARCH_CU13 = ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
+CUDA13_ARCH_LIST: dict[tuple[str, str], tuple[str, ...]] = {
+    ("cu130", "2.13"): _ARCH_CU13,
+    ("cu130", "2.14"): _ARCH_CU13,
+    ("cu132", "2.15"): _ARCH_CU13,
+}
+CUDA13_ARCH_SOURCE = Source(
+    "https://pypi.org/simple/torch/ torch-2.13.0, 2.14.1 and 2.15.0 cp312 manylinux_2_28_x86_64 "
+    "wheels, libtorch_cuda.so scanned by builder/arches/fatbin.py on 2026-12-03"
+)
 # cu128 wheels exist for 2.7.x through 2.11.x; 2.12 and later publish none (CU128_SOURCE).
 CU128_TORCH = ("2.7", "2.8", "2.9", "2.10", "2.11")
 CU128_SOURCE = Source(
@@ -34,34 +51,27 @@ CU128_SOURCE = Source(
 )
 CU128_INDEX = "https://download.pytorch.org/whl/cu128"
 
-# The CUDA build that PyPI's plain `torch==X.Y.Z` manylinux x86_64 wheel is, per torch minor: the
-# CUDA user-space it depends on (Requires-Dist nvidia-cuda-runtime-cu12==12.8.90 -> cu128;
-# cuda-toolkit[...]==13.0.2 -> cu130). Read from the wheels' METADATA (PEP 658 .metadata files of
-# torch-X.Y.Z-cp311-cp311-manylinux_2_28_x86_64.whl) on 2026-12-01. A cell built from PyPI alone
-# (an air-gapped Debian cell) can be cu128 only where this says cu128.
+# The CUDA build that PyPI's plain `torch==X.Y.Z` manylinux x86_64 wheel is, and the CPython
+# tags of its wheels, per release: data (builder/facts/data/torch_pypi.json, with the day it was
+# read), rewritten by `trainimg facts refresh --write`. A cell built from PyPI alone (an
+# air-gapped Debian cell) can be cuXYZ only where this says cuXYZ. Per torch minor, the newest
+# release of the minor speaks for it.
 PYPI_CUDA_BUILD: dict[str, str] = {
-    "2.7": "cu126",
-    "2.8": "cu128",
-    "2.9": "cu128",
-    "2.10": "cu128",
-    "2.11": "cu130",
+    f"{r.version.major}.{r.version.minor}": r.cuda for r in data_files.TORCH_RELEASES if r.cuda
 }
 PYPI_CUDA_BUILD_SOURCE = Source(
-    "https://pypi.org/simple/torch/ (METADATA of torch-2.7.1/2.8.0/2.9.1/2.10.0/2.11.0 "
-    "cp311 manylinux_2_28_x86_64 wheels)"
+    f"{data_files.TORCH_PYPI.source}, read {data_files.TORCH_PYPI.read} "
+    "(builder/facts/data/torch_pypi.json)"
 )
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+# PyTorch's own index of a CUDA build's wheels (+cu128, +cu130, ...).
+TORCH_INDEX = "https://download.pytorch.org/whl/{tag}"
 
 # CPython tags of the manylinux x86_64 wheels on PyPI, per torch minor.
 PYTHON_TAGS: dict[str, tuple[str, ...]] = {
-    "2.7": ("3.9", "3.10", "3.11", "3.12", "3.13"),
-    "2.8": ("3.9", "3.10", "3.11", "3.12", "3.13"),
-    **{
-        m: ("3.10", "3.11", "3.12", "3.13", "3.14")
-        for m in ("2.9", "2.10", "2.11", "2.12", "2.13", "2.14")
-    },
+    f"{r.version.major}.{r.version.minor}": r.python for r in data_files.TORCH_RELEASES
 }
-PYTHON_TAGS_SOURCE = PYPI_TORCH_FILES
+PYTHON_TAGS_SOURCE = PYPI_CUDA_BUILD_SOURCE
 
 # Wheels are manylinux_2_28: glibc >= 2.28 on the image's OS (PEP 600).
 MANYLINUX_GLIBC = Version("2.28")
@@ -84,7 +94,7 @@ TORCHAO_ABI_STABLE: tuple[tuple[Version, str], ...] = (
 TORCHAO_SOURCE = Source(
     "https://github.com/pytorch/ao/issues/2919; https://github.com/pytorch/ao/pull/4154; "
     "https://github.com/pytorch/ao/releases/tag/v0.18.0; 0.18.0 on 2.13.0+cpu: "
-    "builder/verify/suite/test_image.py (test_train_fp8_fwd in the debian12-cpu image)"
+    "builder/verify/suite/test_3_training.py (test_train_fp8_fwd in the debian12-cpu image)"
 )
 # Transformer Engine compiles its PyTorch extension against the CUDA toolkit (nvcc, headers) at
 # install time: only a cuda devel image can carry it.
@@ -102,7 +112,18 @@ def arch_list(torch: Version, accelerator: str) -> tuple[str, ...] | None:
     """The SASS arches a torch build was compiled for: () for CPU builds, None when unknown."""
     if accelerator == "cpu":
         return ()
-    return CU128_ARCH_LIST.get(torch_minor(torch))
+    build = torch.local or pypi_cuda_build(torch) or "cu128"
+    if build == "cu128":
+        return CU128_ARCH_LIST.get(torch_minor(torch))
+    return CUDA13_ARCH_LIST.get((build, torch_minor(torch)))
+
+
+def arch_list_source(torch: Version) -> Source | None:
+    """Where a torch build's arch list comes from (None when no fact covers it)."""
+    build = torch.local or pypi_cuda_build(torch) or "cu128"
+    if build == "cu128":
+        return ARCH_LIST_SOURCES.get(torch_minor(torch))
+    return CUDA13_ARCH_SOURCE if (build, torch_minor(torch)) in CUDA13_ARCH_LIST else None
 
 
 def pypi_cuda_build(torch: Version) -> str | None:
@@ -121,6 +142,31 @@ def pip_pin(torch: Version) -> str:
 
 def has_cu128(torch: Version) -> bool:
     return torch_minor(torch) in CU128_TORCH
+
+
+def builds_of(tag: str) -> tuple[str, ...]:
+    """The torch minors published as a CUDA build: cu128 on PyTorch's index (CU128_TORCH), a
+    CUDA 13 build where PyPI's plain wheel is that build (torch_pypi.json)."""
+    if tag == "cu128":
+        return CU128_TORCH
+    return tuple(dict.fromkeys(m for m, b in PYPI_CUDA_BUILD.items() if b == tag))
+
+
+def known_builds() -> frozenset[str]:
+    return frozenset({"cu128", *PYPI_CUDA_BUILD.values()})
+
+
+def has_build(torch: Version, tag: str) -> bool:
+    return torch_minor(torch) in builds_of(tag)
+
+
+def build_source(tag: str) -> Source:
+    return CU128_SOURCE if tag == "cu128" else PYPI_CUDA_BUILD_SOURCE
+
+
+def index_for(local: str) -> str:
+    """PyTorch's own index of a local build (+cpu, +cu128, +cu130)."""
+    return CPU_INDEX if local == "cpu" else TORCH_INDEX.format(tag=local)
 
 
 def python_tags(torch: Version) -> tuple[str, ...] | None:

@@ -60,7 +60,7 @@ _KINDS = {tarfile.REGTYPE: "file", tarfile.AREGTYPE: "file", tarfile.DIRTYPE: "d
 
 
 def layer_entries(image: SavedImage, index: int) -> dict[str, Entry]:
-    """path -> Entry of the layer at `index` (a content hash for regular files)."""
+    """path -> Entry of the layer at `index` (a regular file carries the sha256 of its bytes)."""
     out: dict[str, Entry] = {}
     with tarfile.open(image.path) as outer:
         blob = outer.extractfile(image.layers[index])

@@ -8,6 +8,7 @@ proprietary module on Blackwell) is judged as what it is, and a board nothing na
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -30,6 +31,9 @@ class GpuIdentity:
     catalogue: Gpu | None = None
     chip: pci_ids.ChipRange | None = None  # an unlisted id of a known chip
     product_brand: str = ""  # NVML's "Product Brand" ("" when not read)
+    pci_id: int | None = None  # the PCI device id it was read with (vendor 10de)
+    product_first_branch: int | None = None  # an id that came later than its GPU's first branch
+    bus: str = ""  # its PCI address, where the reader knows it
 
     @property
     def known(self) -> bool:
@@ -83,7 +87,7 @@ class GpuIdentity:
     @property
     def min_branch(self) -> int | None:
         if self.catalogue is not None:
-            return self.catalogue.min_branch
+            return max(self.catalogue.min_branch, self.product_first_branch or 0)
         if self.chip is not None:
             return self.chip.min_branch
         return min((g.min_branch for g in self._same_cc()), default=None)
@@ -125,11 +129,26 @@ def by_name(name: str, cc: CC | None = None) -> Gpu | None:
     return best[1] if best else None
 
 
-def _brand(nvml_brand: str, cat: Gpu | None) -> str:
+# NVML's "Product Brand" as the product name spells it, most specific first (NVIDIA's names:
+# "NVIDIA GeForce RTX 4080", "Quadro GV100", "NVIDIA TITAN V", "Tesla V100-SXM2-16GB", "NVIDIA
+# RTX A6000"): where no `nvidia-smi -q` was read (`trainimg run`, `verify` read /proc only).
+_NAME_BRANDS = (("geforce", "GeForce"), ("titan", "Titan"), ("quadro", "Quadro"),
+                ("tesla", "Tesla"), ("nvidia rtx", "NVIDIA RTX"))  # fmt: skip
+
+
+def brand_from_name(name: str) -> str:
+    """The NVML brand a product name implies ("" when the name does not say)."""
+    low = f" {name.lower()} "
+    return next((brand for word, brand in _NAME_BRANDS if f" {word}" in low), "")
+
+
+def _brand(nvml_brand: str, cat: Gpu | None, name: str = "") -> str:
     if nvml_brand:
         return host_rules.libnvc_brand(nvml_brand)
     if cat is not None:
         return host_rules.libnvc_brand(cat.brand)
+    if brand_from_name(name):
+        return host_rules.libnvc_brand(brand_from_name(name))
     return host_rules.LIBNVC_BRAND_OTHER
 
 
@@ -140,9 +159,22 @@ def identify(
     cc: CC | None = None,
     nvml_brand: str = "",
     pci_text: str = "",
+    bus: str = "",
 ) -> GpuIdentity:
-    """One board, from whatever was read of it: the PCI device id (lspci -nn), NVML's name,
-    compute capability and brand (nvidia-smi), or lspci's words (`pci_text`, last resort)."""
+    """One board, from whatever was read of it: the PCI device id (lspci -nn, sysfs), NVML's
+    name, compute capability and brand (nvidia-smi, /proc), or lspci's words (`pci_text`, last
+    resort). A board not named by its exact PCI id carries the id in its name, so that every
+    message about it says which device it is."""
+    got = _identify(pci_id, nvml_name, cc, nvml_brand, pci_text)
+    name = got.name
+    if pci_id is not None and not got.how.startswith("PCI id") and f"{pci_id:04x}" not in name:
+        name = f"{name} [10de:{pci_id:04x}]"
+    return dataclasses.replace(got, name=name, pci_id=pci_id, bus=bus)
+
+
+def _identify(
+    pci_id: int | None, nvml_name: str, cc: CC | None, nvml_brand: str, pci_text: str
+) -> GpuIdentity:
     if pci_id is not None and pci_id in pci_ids.PCI_PRODUCTS:
         product = pci_ids.PCI_PRODUCTS[pci_id]
         listed = gpu_rules.GPUS[product.gpu]
@@ -154,14 +186,15 @@ def identify(
             listed,
             None,
             nvml_brand,
+            product_first_branch=product.first_branch,
         )
     if nvml_name:
         cat = by_name(nvml_name, cc)
         how = "NVML name" if cat is not None else NOT_IN_CATALOGUE
         chip = pci_ids.chip_of(pci_id) if pci_id is not None and cat is None else None
+        known_cc = cc or (cat.cc if cat else None) or (chip.cc if chip else None)
         return GpuIdentity(
-            nvml_name, cc or (cat.cc if cat else None), _brand(nvml_brand, cat), how, cat, chip,
-            nvml_brand,
+            nvml_name, known_cc, _brand(nvml_brand, cat, nvml_name), how, cat, chip, nvml_brand,
         )  # fmt: skip
     if pci_id is not None:
         chip = pci_ids.chip_of(pci_id)
@@ -185,7 +218,8 @@ def identify(
         same = gpu_rules.by_cc(cc)
         if nvml_brand:
             libnvc = host_rules.libnvc_brand(nvml_brand)
-            same = [g for g in same if (g.brand == "geforce") == (libnvc == "geforce")]
+            consumer = ("geforce", "titan")  # neither can use forward compatibility
+            same = [g for g in same if (g.brand in consumer) == (libnvc in consumer)]
         only = same[0] if len(same) == 1 else None
         return GpuIdentity(
             only.name if only else f"a GPU of compute capability {cc[0]}.{cc[1]}",
@@ -208,3 +242,17 @@ def from_catalogue(key: str, nvml_brand: str = "") -> GpuIdentity:
     cat = gpu_rules.GPUS[key]
     return GpuIdentity(cat.name, cat.cc, _brand(nvml_brand, cat), "catalogue", cat, None,
                        nvml_brand)  # fmt: skip
+
+
+def identify_visible(gpus: tuple[VisibleGpu, ...]) -> tuple[GpuIdentity, ...]:
+    """GPUs as a host shows them (libnvidia-container's arch and brand, NVML's name),
+    identified: what `trainimg run` and `trainimg verify` judge this host's GPUs as."""
+    return tuple(_visible(g) for g in gpus)
+
+
+def _visible(g: VisibleGpu) -> GpuIdentity:
+    major, _, minor = g.arch.partition(".")
+    cc = (int(major), int(minor)) if major.isdigit() and minor.isdigit() else None
+    # g.brand is already libnvidia-container's word (geforce, tesla, unknown...), which maps to
+    # itself
+    return identify(nvml_name=g.name, cc=cc, nvml_brand=g.brand)

@@ -10,6 +10,10 @@ reports, whether NVML works under it), the GPUs as identified (builder/judgement
 and the day. Output: a status (ok, mvc, fwd-compat, unknown, broken; cpu, no-driver) and
 Findings, each with a stable reason code (builder/judgement/reasons.py).
 
+One module, over 400 lines: the judgement reads top to bottom in the order its reasons are
+given (requirements, driver branch, forward and minor-version compatibility, GPUs), and every
+entry point's answer is this one file's.
+
 The order NVIDIA's own stack decides in:
 1. The label, evaluated as libnvidia-container does (builder/nvidia_require). Under CDI nothing
    checks it, so what the label admits is then held to what the image can do: a brand window
@@ -21,6 +25,9 @@ The order NVIDIA's own stack decides in:
 3. Each GPU: identified at all, first and last driver branch, open or proprietary modules,
    SASS in the compiled arch list.
 4. The branch's lifecycle on the day (builder/judgement/driver_life.py).
+
+Over 400 lines: the one judgement reads top to bottom in the order above, in one file; the
+label's step is three functions (the label, a refused label, a window-only admission).
 """
 
 from __future__ import annotations
@@ -123,6 +130,21 @@ def _failed_on(v: Admission, gpus: tuple[GpuIdentity, ...]) -> GpuIdentity | Non
     return next((g for g in gpus if who is not None and g.visible == who), None)
 
 
+@dataclass(frozen=True)
+class _Requirement:
+    """One NVIDIA_REQUIRE_* value as evaluated on a driver and GPUs: what its two outcome
+    helpers (refused, admitted by a window only) read."""
+
+    image: ImageFacts
+    driver: DriverState
+    gpus: tuple[GpuIdentity, ...]
+    facts: DriverFacts
+    text: str
+    req: RequireExpression
+    v: Admission
+    mvc_ok: bool
+
+
 def _requirement(
     out: _Findings,
     image: ImageFacts,
@@ -135,8 +157,6 @@ def _requirement(
     """One NVIDIA_REQUIRE_* value, then what the image can really do where it is admitted."""
     req: RequireExpression = parse_require(text)
     v = evaluate(req, facts)
-    ver, branch, minor = driver.version, driver.version.major, image.cuda_minor
-    first = text.split(" ", 1)[0]
     if v.invalid is not None:
         bad = v.invalid
         out.add(
@@ -147,42 +167,60 @@ def _requirement(
         )
         return
     if not v.satisfied:
-        if v.undecided:
-            out.add(
-                "require.cuda-unknown",
-                f"the CUDA version of driver {ver} is not known to the rules precisely enough "
-                f"to judge {first} ({_cuda_text(facts)}); on a live host preflight reads "
-                "nvidia-smi's CUDA Version",
-            )
-            return
-        cuda_term = any(c.key == "cuda" for t in req.terms for c in t.conditions)
-        if cuda_term and image.mvc_capable and mvc_ok:
-            out.add(
-                "require.hook-refuses",
-                f"driver {ver} supports {_cuda_text(facts)}, below {first}: the legacy hook "
-                f"refuses this label; under CDI (not checked) the image's CUDA {minor} runs "
-                "through minor-version compatibility",
-            )
-            return
-        gpu = _failed_on(v, gpus)
-        on = f"{gpu.name} (brand {gpu.libnvc_brand!r}, arch {gpu.cc_text})" if gpu else "this host"
-        why = (
-            f"driver {ver} supports {_cuda_text(facts)}, below {first}, and no brand/driver "
-            "window admits it"
-            if cuda_term
-            else f"no term of {text!r} holds"
+        _unadmitted(out, _Requirement(image, driver, gpus, facts, text, req, v, mvc_ok))
+    elif v.forward_compat_only:
+        _window_only(out, _Requirement(image, driver, gpus, facts, text, req, v, mvc_ok))
+
+
+def _unadmitted(out: _Findings, case: _Requirement) -> None:
+    """The label refuses the container: say whether the rules cannot tell, CDI would still run
+    it through minor-version compatibility, or nothing admits it (and on which GPU)."""
+    image, driver, gpus, facts = case.image, case.driver, case.gpus, case.facts
+    text, req, v, mvc_ok = case.text, case.req, case.v, case.mvc_ok
+    ver, minor = driver.version, image.cuda_minor
+    first = text.split(" ", 1)[0]
+    if v.undecided:
+        out.add(
+            "require.cuda-unknown",
+            f"the CUDA version of driver {ver} is not known to the rules precisely enough "
+            f"to judge {first} ({_cuda_text(facts)}); on a live host preflight reads "
+            "nvidia-smi's CUDA Version",
         )
-        out.add("require.unsatisfied", f"NVIDIA_REQUIRE unsatisfied on {on}: {why}")
-        if gpu is not None and gpu.datacenter is False and image.ships_compat:
-            out.add(
-                "fwd.ineligible-gpu",
-                f"{gpu.name} cannot use forward compatibility: the image's cuda-compat gives "
-                "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE (804)",
-                gpu.name,
-            )
         return
-    if not v.forward_compat_only:
+    cuda_term = any(c.key == "cuda" for t in req.terms for c in t.conditions)
+    if cuda_term and image.mvc_capable and mvc_ok:
+        out.add(
+            "require.hook-refuses",
+            f"driver {ver} supports {_cuda_text(facts)}, below {first}: the legacy hook "
+            f"refuses this label; under CDI (not checked) the image's CUDA {minor} runs "
+            "through minor-version compatibility",
+        )
         return
+    gpu = _failed_on(v, gpus)
+    on = f"{gpu.name} (brand {gpu.libnvc_brand!r}, arch {gpu.cc_text})" if gpu else "this host"
+    why = (
+        f"driver {ver} supports {_cuda_text(facts)}, below {first}, and no brand/driver "
+        "window admits it"
+        if cuda_term
+        else f"no term of {text!r} holds"
+    )
+    out.add("require.unsatisfied", f"NVIDIA_REQUIRE unsatisfied on {on}: {why}")
+    if gpu is not None and gpu.datacenter is False and image.ships_compat:
+        out.add(
+            "fwd.ineligible-gpu",
+            f"{gpu.name} cannot use forward compatibility: the image's cuda-compat gives "
+            "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE (804)",
+            gpu.name,
+        )
+
+
+def _window_only(out: _Findings, case: _Requirement) -> None:
+    """Only a brand/driver window admits the driver: forward compatibility, which needs
+    cuda-compat in the image, a data center GPU and a branch NVIDIA's matrix lists."""
+    image, driver, gpus, facts = case.image, case.driver, case.gpus, case.facts
+    text, req, v, mvc_ok = case.text, case.req, case.v, case.mvc_ok
+    ver, branch, minor = driver.version, driver.version.major, image.cuda_minor
+    first = text.split(" ", 1)[0]
     pairs: list[tuple[GpuIdentity | None, RequireTerm | None]] = list(
         zip(gpus, v.matched, strict=False)
     ) or [(None, v.matched[0])]
@@ -286,7 +324,7 @@ def _gpu(out: _Findings, driver: DriverState, g: GpuIdentity) -> None:
 def _kernels(out: _Findings, image: ImageFacts, g: GpuIdentity) -> None:
     """Does the image carry SASS for the GPU?"""
     if image.arch_list is None:
-        out.add("image.arch-unknown", "compiled arch list unknown (no arch-list label)")
+        out.add("image.arch-unknown", "compiled arch list unknown (no fact or label says it)")
     elif g.cc is not None and gpu_rules.covering_sass(image.arch_list, g.cc) is None:
         out.add(
             "image.no-kernel-image",

@@ -1,7 +1,7 @@
 """Run a ContainerRun through the engine (builder/engines: podman-py or the docker SDK): create,
 start, stream its output, wait, remove - and make sure it never trains on unsupervised.
 
-A training run needs more than Engine.run: its output as it comes, the trainer's exit code,
+A training run needs more than ContainerRunner.run: its output as it comes, the trainer's exit code,
 Ctrl-C, SIGTERM or a hang-up (SIGHUP) passed on to the trainer as a stop (it checkpoints and
 exits 130/143), and the container gone afterwards. Whatever happens to this process - an
 exception, a signal - the `finally` removes the container; for what no `finally` survives
@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import IO
 
-from builder.engines.base import ContainerRun, Engine, EngineError
+from builder.engines.base import ContainerRun, EngineError
+from builder.engines.roles import TrainingRunner
 from builder.launch import supervise
 
 Write = Callable[[bytes], None]
@@ -77,7 +78,7 @@ def _writer(stream: IO[str]) -> Write:
 
 
 def execute(
-    engine: Engine,
+    engine: TrainingRunner,
     run: ContainerRun,
     *,
     out: Write | None = None,
@@ -127,7 +128,7 @@ def execute(
             guard.release()
 
 
-def _remove(engine: Engine, cid: str, run: ContainerRun) -> None:
+def _remove(engine: TrainingRunner, cid: str, run: ContainerRun) -> None:
     try:
         engine.remove_container(cid)
     except EngineError as exc:  # the engine went away meanwhile: say what is left behind

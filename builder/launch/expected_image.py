@@ -6,11 +6,10 @@ cell adds its environment (NVIDIA_REQUIRE_CUDA, for the driver check) and labels
 from __future__ import annotations
 
 from builder.engines.base import ImageInfo
-from builder.labels import TRAINER_VERSION_LABEL, USER_ID, VENV, cell_labels, env
 from builder.matrix.model import Cell, Project
-from builder.trainer_version import trainer_version
-
-ENTRYPOINT = (f"{VENV}/bin/python", "-m", "trainer")
+from builder.spec import layout
+from builder.spec.labels import TRAINER_VERSION_LABEL, cell_labels, env
+from builder.spec.trainer_version import trainer_version
 
 
 def expected_image(ref: str, cell: Cell | None = None, project: Project | None = None) -> ImageInfo:
@@ -22,7 +21,7 @@ def expected_image(ref: str, cell: Cell | None = None, project: Project | None =
         size=0,
         labels=labels | {TRAINER_VERSION_LABEL: trainer_version()},
         env=env(cell) if cell is not None else {},
-        user=f"{USER_ID}:{USER_ID}",
-        entrypoint=ENTRYPOINT,
-        cmd=("--help",),
+        user=f"{layout.USER_ID}:{layout.USER_ID}",
+        entrypoint=layout.ENTRYPOINT,
+        cmd=layout.CMD,
     )

@@ -11,17 +11,14 @@ from dataclasses import dataclass
 
 from builder.engines.base import ImageInfo
 from builder.facts.driver_version import DriverVersion
-from builder.judgement.gpu_identity import GpuIdentity, identify
+from builder.host.shown import shown
+from builder.host.this_host import DRIVER_FILE
 from builder.judgement.image import ImageVerdict, judge
-from builder.judgement.image_facts import DriverState, ImageFacts
+from builder.judgement.image_facts import DriverState, image_facts
 from builder.judgement.severity import BLOCK
-from builder.labels import ARCH_LIST_LABEL, CUDA_LABEL
 from builder.launch.request import LaunchHost
-from builder.nvidia_require.admission import VisibleGpu
-from builder.preflight.images import REQUIREMENT_ERROR, requirements_from_env, source_from_labels
 
 REQUIRE = "NVIDIA_REQUIRE_CUDA"
-DRIVER_FILE = "/proc/driver/nvidia/version"
 
 
 @dataclass(frozen=True)
@@ -30,33 +27,6 @@ class DriverVerdict:
     message: str
     applicable: bool = True
     verdict: ImageVerdict | None = None  # the judgement, where one was made
-
-
-def image_facts(image_ref: str, image: ImageInfo) -> ImageFacts:
-    """What the judgement reads of an image: its environment and our labels."""
-    reqs, origin = requirements_from_env(dict(image.env))
-    arches = image.labels.get(ARCH_LIST_LABEL)
-    return ImageFacts(
-        image_ref,
-        reqs,
-        image.labels.get(CUDA_LABEL) or image.env.get("CUDA_VERSION") or None,
-        source_from_labels(dict(image.labels)),
-        tuple(arches.split()) if arches is not None else None,
-        origin.removeprefix(REQUIREMENT_ERROR) if origin.startswith(REQUIREMENT_ERROR) else "",
-    )
-
-
-def host_gpus(host: LaunchHost) -> tuple[GpuIdentity, ...]:
-    """The host's GPUs, identified by NVML's name (hostfacts reads it) and capability."""
-    return tuple(_identity(g) for g in host.gpus)
-
-
-def _identity(g: VisibleGpu) -> GpuIdentity:
-    major, _, minor = g.arch.partition(".")
-    cc = (int(major), int(minor)) if major.isdigit() and minor.isdigit() else None
-    # g.brand is already libnvidia-container's word (geforce, tesla, unknown...), which maps to
-    # itself
-    return identify(nvml_name=g.name, cc=cc, nvml_brand=g.brand)
 
 
 def check_driver(
@@ -68,7 +38,7 @@ def check_driver(
 ) -> DriverVerdict:
     if not gpus:
         return DriverVerdict(True, "driver check: not applicable (--gpus none)", False)
-    facts = image_facts(image_ref, image)
+    facts = image_facts(image_ref, image.env, image.labels)
     if not facts.gpu:
         return DriverVerdict(
             True, f"driver check: not applicable ({image_ref} has no {REQUIRE}: a CPU image)", False
@@ -83,9 +53,8 @@ def check_driver(
     if driver is None:
         return DriverVerdict(False, f"cannot judge {image_ref}: driver {host.driver!r} unreadable")
     state = DriverState(driver, host.driver_flavour)
-    verdict = judge(facts, state, host_gpus(host), today or dt.date.today())
-    unseen = host.gpu_count - len(host.gpus)
-    extra = f"; {unseen} GPU(s) not identified (judged on the driver alone)" if unseen > 0 else ""
+    verdict = judge(facts, state, host.gpus, today or dt.date.today())
+    extra = _unidentified(host)
     said = "; ".join(f"[{f.reason}] {f.message}" for f in verdict.findings
                      if f.severity.rank >= 2)  # fmt: skip
     if verdict.severity is not BLOCK:
@@ -104,3 +73,13 @@ def check_driver(
         True,
         verdict,
     )
+
+
+def _unidentified(host: LaunchHost) -> str:
+    """The GPUs nothing names, by what was read of them (PCI id, address): each is judged on
+    its own as unknown (gpu.unidentified), the others as what they are."""
+    unknown = [g for g in host.gpus if not g.known]
+    if not unknown:
+        return ""
+    said = ", ".join(shown(f"{g.name}{f' at {g.bus}' if g.bus else ''}") for g in unknown)
+    return f"; not identified: {said}"

@@ -5,89 +5,21 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import stat
 import struct
 from collections.abc import Mapping
 from pathlib import Path
 
-from builder.facts import host as host_rules
-from builder.facts.host import CDI_SPEC_DIRS
-from builder.judgement.gpu_identity import by_name as catalogue_gpu
-from builder.launch.gpucheck import DRIVER_FILE
+from builder.host.this_host import cdi_devices, host_text, module_flavour, nvidia
 from builder.launch.request import Directory, LaunchHost
-from builder.nvidia_require.admission import VisibleGpu
-from builder.preflight import parsers
 
 SELINUX_ENFORCE = "/sys/fs/selinux/enforce"
 ACL_XATTR = "system.posix_acl_access"
 RDMA_DIR = "/dev/infiniband"
-NVIDIA_GPUS = "/proc/driver/nvidia/gpus"
-_MODEL = re.compile(r"^Model:\s*(.+)$", re.MULTILINE)
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(errors="replace")
-    except OSError:
-        return None
 
 
 def selinux_enforcing(root: Path = Path("/")) -> bool:
-    return (_read(root / SELINUX_ENFORCE.lstrip("/")) or "0").strip() == "1"
-
-
-def cdi_devices(root: Path = Path("/")) -> tuple[str, ...]:
-    """`kind=name` of every device in the CDI specs under /etc/cdi and /var/run/cdi."""
-    out: list[str] = []
-    for directory in CDI_SPEC_DIRS:
-        d = root / directory.lstrip("/")
-        with contextlib.suppress(OSError):
-            for path in sorted(d.iterdir()):
-                if path.suffix not in (".yaml", ".yml", ".json"):
-                    continue
-                text = _read(path)
-                spec = parsers.cdi_spec(str(path), text) if text is not None else None
-                if spec is None or isinstance(spec, str):
-                    continue
-                out += [f"{spec.kind}={name}" for name in spec.devices if name]
-    return tuple(dict.fromkeys(out))
-
-
-def nvidia(root: Path = Path("/")) -> tuple[str | None, tuple[VisibleGpu, ...], int]:
-    """(driver, GPUs as libnvidia-container judges them, device count) from /proc."""
-    module, gpus, count = _nvidia(root)
-    return (str(module.version) if module else None), gpus, count
-
-
-def module_flavour(root: Path = Path("/")) -> str | None:
-    """open | proprietary: the loaded module's flavour (its /proc version line)."""
-    text = _read(root / DRIVER_FILE.lstrip("/"))
-    module = parsers.nvidia_version(text) if text else None
-    return module.flavour if module else None
-
-
-def _nvidia(root: Path) -> tuple[parsers.KernelModule | None, tuple[VisibleGpu, ...], int]:
-    text = _read(root / DRIVER_FILE.lstrip("/"))
-    module = parsers.nvidia_version(text) if text else None
-    gpus: list[VisibleGpu] = []
-    count = 0
-    with contextlib.suppress(OSError):
-        for entry in sorted((root / NVIDIA_GPUS.lstrip("/")).iterdir()):
-            count += 1
-            info = _read(entry / "information") or ""
-            m = _MODEL.search(info)
-            model = m[1].strip() if m else ""
-            cat = catalogue_gpu(model, None) if model else None
-            if cat is not None:
-                gpus.append(
-                    VisibleGpu(
-                        f"{cat.cc[0]}.{cat.cc[1]}", host_rules.libnvc_brand(cat.brand), model
-                    )
-                )
-    # an unidentified device makes per-GPU arch/brand terms unjudgeable: judge the driver alone
-    known = tuple(gpus) if len(gpus) == count else ()
-    return module, known, count
+    return (host_text(root / SELINUX_ENFORCE.lstrip("/")) or "0").strip() == "1"
 
 
 def parse_acl(blob: bytes) -> tuple[tuple[int, int, int], ...]:

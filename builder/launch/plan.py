@@ -10,7 +10,6 @@ from collections.abc import Mapping
 
 from builder.engines.base import ContainerRun, ImageInfo, Mount
 from builder.facts.host import CDI_SPEC_DIRS
-from builder.labels import RUN_LABEL, TRAINER_VERSION_LABEL
 from builder.launch.request import (
     CKPT,
     DATA,
@@ -20,6 +19,8 @@ from builder.launch.request import (
     LaunchHost,
     RunRequest,
 )
+from builder.spec.labels import RUN_LABEL, TRAINER_VERSION_LABEL
+from builder.spec.layout import USER_ID
 
 PASSTHROUGH_PREFIXES = ("NCCL_", "TORCH_", "GLOO_")
 # which interface NCCL/gloo use: meaningless without a network (and fatal under --network
@@ -110,11 +111,11 @@ def _user(
     """(userns, user, uid, gid): who the trainer runs as, and that uid/gid as the host sees it
     (for the volume permission check)."""
     image_uid, _, image_gid = (image.user or "0").partition(":")
-    img_uid = int(image_uid) if image_uid.isdigit() else 1000
+    img_uid = int(image_uid) if image_uid.isdigit() else USER_ID
     img_gid = int(image_gid) if image_gid.isdigit() else img_uid
     if host.engine == "podman" and host.rootless:
         notes.append(
-            f"rootless podman: --userns=keep-id, so files in /ckpt belong to you (uid {host.uid})"
+            f"rootless podman: --userns=keep-id, so files in {CKPT} belong to you (uid {host.uid})"
         )
         return "keep-id", f"{host.uid}:{host.gid}", host.uid, host.gid
     if host.rootless:  # rootless docker: the image's user maps to a subordinate uid
@@ -125,7 +126,7 @@ def _user(
         return None, None, -1, -1
     if host.uid != 0:
         notes.append(
-            f"rootful {host.engine}: --user {host.uid}:{host.gid}, so files in /ckpt belong "
+            f"rootful {host.engine}: --user {host.uid}:{host.gid}, so files in {CKPT} belong "
             "to you; HOME=/tmp because the image's home belongs to its own user"
         )
         return None, f"{host.uid}:{host.gid}", host.uid, host.gid
@@ -180,9 +181,9 @@ def _mounts(
             )
         else:
             notes.append(
-                "SELinux is enforcing (/sys/fs/selinux/enforce): /ckpt is relabelled ("
+                f"SELinux is enforcing (/sys/fs/selinux/enforce): {CKPT} is relabelled ("
                 + ("z: shared by the nodes" if req.nnodes > 1 else "Z: private")
-                + "); /data is not (label a shared dataset once: `chcon -R -t "
+                + f"); {DATA} is not (label a shared dataset once: `chcon -R -t "
                 "container_ro_file_t DIR`)"
             )
     return tuple(mounts)

@@ -10,10 +10,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from builder.errors import TrainimgError
-from builder.nvidia_require.admission import VisibleGpu
+from builder.judgement.gpu_identity import GpuIdentity
+from builder.spec import layout
 
-DATA = "/data"
-CKPT = "/ckpt"
+DATA = layout.DATA_DIR
+CKPT = layout.CKPT_DIR
 DEFAULT_STOP_TIMEOUT = 120  # seconds `podman stop` waits after SIGTERM: a checkpoint's time
 DEFAULT_RDZV_PORT = 29500  # torchrun's default
 _HOST = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])$")
@@ -181,6 +182,7 @@ class LaunchHost:
     gpu_count: int = 0  # NVIDIA devices the driver lists
     driver: str | None = None  # the loaded NVIDIA kernel module's version
     driver_flavour: str | None = None  # open | proprietary (the loaded module's)
-    gpus: tuple[VisibleGpu, ...] = ()  # as libnvidia-container would judge them (arch, brand)
+    # every device the driver lists, identified as preflight identifies it (PCI id, then name)
+    gpus: tuple[GpuIdentity, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)  # the caller's environment
     dirs: Mapping[str, Directory] = field(default_factory=dict)  # --data / --ckpt, stat()ed

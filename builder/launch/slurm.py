@@ -20,7 +20,6 @@ import jinja2
 
 from builder import __version__
 from builder.engines.base import ContainerRun, ImageInfo
-from builder.labels import RUN_LABEL
 from builder.launch import cli_line
 from builder.launch.expected_image import expected_image
 from builder.launch.plan import plan_run
@@ -33,6 +32,8 @@ from builder.launch.request import (
     check_name,
 )
 from builder.registry.reference import ReferenceError_, parse_reference
+from builder.spec.labels import RUN_LABEL
+from builder.spec.layout import WORKDIR
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "templates" / "sbatch.sh.j2"
 DEFAULT_GRACE = 120
@@ -232,7 +233,7 @@ def _srun_extra(job: SlurmJob, plan: ContainerRun, image: NodeImage) -> str:
     extra = ['--container-image="$IMAGE"']
     if mounts:
         extra.append(shlex.quote(f"--container-mounts={mounts}"))
-    extra += ["--no-container-mount-home", "--container-workdir=/workspace"]
+    extra += ["--no-container-mount-home", f"--container-workdir={WORKDIR}"]
     return " ".join(extra) + " "
 
 

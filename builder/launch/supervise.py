@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from builder.engines.base import Engine
+from builder.engines.roles import EngineConnection, TrainingRunner
 
 DONE = b"done\n"
 
@@ -26,7 +26,7 @@ class Watchdog:
     proc: subprocess.Popen[bytes]
 
     @classmethod
-    def start(cls, engine: Engine, cid: str, stop_timeout: int) -> Watchdog:
+    def start(cls, engine: EngineConnection, cid: str, stop_timeout: int) -> Watchdog:
         argv = [engine.name, engine.base_url, cid, str(stop_timeout)]
         proc = subprocess.Popen(
             [sys.executable, "-m", "builder.launch.supervise", *argv],
@@ -52,7 +52,7 @@ class Watchdog:
             self.proc.wait()
 
 
-def guard(engine: Engine, cid: str, stop_timeout: int) -> bool:
+def guard(engine: TrainingRunner, cid: str, stop_timeout: int) -> bool:
     """Stop (stop signal, then SIGKILL after `stop_timeout`) and remove the container; True
     when there was one to stop."""
     if not engine.container_exists(cid):

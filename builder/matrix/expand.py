@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from builder import validate as v
 from builder.errors import MatrixError
 from builder.facts.cuda import cuda_tag
+from builder.matrix import validate as v
 from builder.matrix.model import Cell, Excluded, Group, Matrix
 from builder.matrix.yamlnodes import keypath_join
 

@@ -7,12 +7,12 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from builder import validate as v
 from builder.facts import drivers as driver_rules
 from builder.facts.driver_version import DriverVersion
 from builder.facts.gpus import GPUS
 from builder.facts.oses import DISTROS
 from builder.matrix import model as m
+from builder.matrix import validate as v
 from builder.matrix.mirrors import TOP as TOP_MIRRORS
 from builder.matrix.mirrors import apply_mirrors, read_mirrors
 from builder.matrix.reader import Reader
@@ -246,7 +246,9 @@ def _driver(r: Reader, key: str, value: Any) -> m.DriverSpec:
     kp = keypath_join("drivers", key)
     r.text(key, kp, v.KEY)
     d = r.mapping(value, kp, ("branch", "min_version", "kernel_module"))
-    branch = r.integer(d["branch"], f"{kp}.branch", 300, 999)
+    branch = r.integer(
+        r.text(d["branch"], f"{kp}.branch", v.DRIVER_BRANCH), f"{kp}.branch", 300, 999
+    )
     text = r.text(d["min_version"], f"{kp}.min_version", v.DRIVER_VERSION)
     min_version = DriverVersion(text)
     if min_version.major != branch:
@@ -279,10 +281,33 @@ def _cuda(r: Reader, key: str, value: Any) -> m.CudaSpec:
             repo=repo,
             gpgkey=r.text(d["gpgkey"], f"{fkp}.gpgkey", v.URL),
             gpgkey_sha256=r.text(d["gpgkey_sha256"], f"{fkp}.gpgkey_sha256", v.SHA256),
-            runtime=_pins(r, d["runtime"], f"{fkp}.runtime", version_pattern(family)),
-            devel=_pins(r, d.get("devel"), f"{fkp}.devel", version_pattern(family)),
+            runtime=_nvidia_pins(r, d["runtime"], f"{fkp}.runtime", family),
+            devel=_nvidia_pins(r, d.get("devel"), f"{fkp}.devel", family),
         )
     return m.CudaSpec(version, repos)
+
+
+def _nvidia_pins(r: Reader, value: Any, kp: str, family: str) -> tuple[m.Pin, ...]:
+    """NVIDIA's packages: exact (VERSION or [EPOCH:]VERSION-RELEASE) or, on EL9, a branch
+    series ('570.*': dnf takes the newest build of the branch, the build checks it after)."""
+    if family != "el9" or value is None:
+        return _pins(r, value, kp, version_pattern(family))
+    pins = []
+    for key, version in r.mapping(value, kp, open_keys=True).items():
+        name = r.text(key, keypath_join(kp, key), v.PACKAGE)
+        ikp = keypath_join(kp, key)
+        if isinstance(version, str) and v.NVIDIA_SERIES.matches(version):
+            pins.append(m.Pin(name, version[:-2], series=True, glob=True))
+        elif isinstance(version, str) and any(c in version for c in "*?["):
+            r.fail(
+                ikp,
+                f"{version!r} is not a branch series: give the branch followed by '.*' (e.g. "
+                f"'570.*': every {name} build of the R570 branch), VERSION or "
+                "[EPOCH:]VERSION-RELEASE",
+            )
+        else:
+            pins.append(m.Pin(name, _package_version(r, version, ikp, v.RPM_VERSION, name)))
+    return tuple(pins)
 
 
 def _group(

@@ -21,7 +21,7 @@ matrix.yaml's optional `mirrors:` and a `trainimg build --mirrors FILE` share on
           ca: ...                  # optional, as above
 
 Applying them is pure: the OS specs and CUDA repositories of the matrix get the mirror, and
-every cell's content hash covers it. The templates keep gpgcheck=1 either way.
+every cell's cell hash covers it. The templates keep gpgcheck=1 either way.
 """
 
 from __future__ import annotations
@@ -30,12 +30,24 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from builder import validate as v
 from builder.matrix import model as m
-from builder.matrix.reader import Reader
+from builder.matrix import validate as v
+from builder.matrix.reader import Reader, redact_urls
 from builder.matrix.yamlnodes import keypath_join, load, read_text
 
 TOP = "mirrors"
+
+
+def _url(r: Reader, value: Any, kp: str, pattern: v.Pattern) -> str:
+    """A mirror URL; one with credentials is refused first, without showing them: written into
+    a .repo file or a RUN line, they would stay in the image and its history."""
+    if isinstance(value, str) and redact_urls(value) != value:
+        r.fail(
+            kp,
+            f"{redact_urls(value)!r} carries credentials (user:password@ or a token): they would "
+            "be written into the image's .repo file and its history; give the URL without them",
+        )
+    return r.text(value, kp, pattern)
 
 
 def _ca(r: Reader, d: dict[str, Any], kp: str) -> tuple[str | None, str | None]:
@@ -43,7 +55,7 @@ def _ca(r: Reader, d: dict[str, Any], kp: str) -> tuple[str | None, str | None]:
         r.fail(kp, "give ca and ca_sha256 together (the certificate is checked by its sha256)")
     if "ca" not in d:
         return None, None
-    return r.text(d["ca"], f"{kp}.ca", v.KEY_URL), r.text(
+    return _url(r, d["ca"], f"{kp}.ca", v.KEY_URL), r.text(
         d["ca_sha256"], f"{kp}.ca_sha256", v.SHA256
     )
 
@@ -53,13 +65,13 @@ def _os_mirror(r: Reader, value: Any, kp: str) -> m.RepoMirror:
     repos: dict[str, str] = {}
     for repo_id, url in r.mapping(d["repos"], f"{kp}.repos", open_keys=True).items():
         rkp = keypath_join(f"{kp}.repos", repo_id)
-        repos[r.text(repo_id, rkp, v.KEY)] = r.text(url, rkp, v.MIRROR_URL)
+        repos[r.text(repo_id, rkp, v.KEY)] = _url(r, url, rkp, v.MIRROR_URL)
     if not repos:
         r.fail(f"{kp}.repos", "a mirror needs at least one repository (id: baseurl)")
     ca, ca_sha256 = _ca(r, d, kp)
     return m.RepoMirror(
         repos=repos,
-        gpgkey=r.text(d["gpgkey"], f"{kp}.gpgkey", v.KEY_URL),
+        gpgkey=_url(r, d["gpgkey"], f"{kp}.gpgkey", v.KEY_URL),
         gpgkey_sha256=r.text(d["gpgkey_sha256"], f"{kp}.gpgkey_sha256", v.SHA256),
         ca=ca,
         ca_sha256=ca_sha256,
@@ -68,14 +80,14 @@ def _os_mirror(r: Reader, value: Any, kp: str) -> m.RepoMirror:
 
 def _cuda_mirror(r: Reader, value: Any, kp: str) -> m.CudaMirror:
     d = r.mapping(value, kp, ("repo", "gpgkey"), ("gpgkey_sha256", "ca", "ca_sha256"))
-    repo = r.text(d["repo"], f"{kp}.repo", v.MIRROR_URL)
+    repo = _url(r, d["repo"], f"{kp}.repo", v.MIRROR_URL)
     if repo.endswith(".repo"):
         r.fail(f"{kp}.repo", f"{repo!r} is a .repo file: give the repository's base URL")
     ca, ca_sha256 = _ca(r, d, kp)
     sha = d.get("gpgkey_sha256")
     return m.CudaMirror(
         repo=repo,
-        gpgkey=r.text(d["gpgkey"], f"{kp}.gpgkey", v.KEY_URL),
+        gpgkey=_url(r, d["gpgkey"], f"{kp}.gpgkey", v.KEY_URL),
         gpgkey_sha256=None if sha is None else r.text(sha, f"{kp}.gpgkey_sha256", v.SHA256),
         ca=ca,
         ca_sha256=ca_sha256,

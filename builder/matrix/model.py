@@ -21,11 +21,14 @@ EXCLUSION_CODES = ("policy", "upstream", "rule", "capacity")
 class Pin:
     """A package pinned to a version: rpm `VERSION` (every release of it) or
     `[EPOCH:]VERSION-RELEASE` (one build), deb `=`; or, for an EL9 OS package, the version
-    series EL guarantees (`series`: '3.12', '11'), installed by name and checked after."""
+    series EL guarantees (`series`: '3.12', '11'), installed by name and checked after; or, for
+    an NVIDIA package, its branch series (`series` and `glob`: '570', installed as
+    `name-570.*` and checked after)."""
 
     name: str
     version: str
     series: bool = False
+    glob: bool = False
 
 
 @dataclass(frozen=True)
@@ -183,7 +186,7 @@ class Cell:
     python_packages: tuple[Pin, ...]
     # axis -> key path of the value in matrix.yaml, so a rule violation can name its line
     origin: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
-    content_hash: str = ""
+    cell_hash: str = ""
 
     def axis_values(self) -> dict[str, str | None]:
         return {

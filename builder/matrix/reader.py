@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, NoReturn
 
 from builder.errors import MatrixError
+from builder.matrix.validate import Pattern
 from builder.matrix.yamlnodes import keypath_join
-from builder.validate import Pattern
+
+# user:password@ (or a token user@) in a URL: a refused value is shown without it.
+_CREDENTIALS = re.compile(
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/@\s:]*)(?P<pw>:[^/@\s]*)?@"
+)
+
+
+def redact_urls(text: str) -> str:
+    """Every URL's password (or token user) in `text` replaced by ***."""
+
+    def hide(m: re.Match[str]) -> str:
+        if m.group("pw") is not None:
+            return f"{m.group('scheme')}{m.group('user')}:***@"
+        return f"{m.group('scheme')}***@"
+
+    return _CREDENTIALS.sub(hide, text)
 
 
 def _show(value: Any) -> str:
-    text = repr(value)
+    text = redact_urls(repr(value))
     return text if len(text) <= 80 else text[:77] + "..."
 
 

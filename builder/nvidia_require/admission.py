@@ -75,7 +75,7 @@ class DriverFacts:
     driver: Version
     cuda: Version | None  # the CUDA version the driver supports; None: not known to the rules
     gpus: tuple[VisibleGpu, ...] = field(default_factory=tuple)
-    cuda_minor_known: bool = True  # False: only the major is known (R610/R620: "CUDA 13")
+    cuda_minor_known: bool = True  # False: only the major is known for the branch
 
     @classmethod
     def for_driver(

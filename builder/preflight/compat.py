@@ -15,6 +15,7 @@ from builder.errors import TrainimgError
 from builder.facts import drivers as driver_rules
 from builder.facts import gpus as gpu_rules
 from builder.facts.driver_version import DriverVersion
+from builder.host.shown import printable
 from builder.judgement.gpu_identity import GpuIdentity, by_name, from_catalogue, identify
 from builder.judgement.image import ImageVerdict, judge
 from builder.judgement.image_facts import DriverState
@@ -159,4 +160,4 @@ def render_answer(a: Answer) -> str:
         lines.append(f"         decided by: {t.decided_by}")
     if not a.terms:
         lines.append("  no NVIDIA_REQUIRE_* requirement")
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)  # labels and names come from records

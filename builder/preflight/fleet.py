@@ -33,7 +33,9 @@ from builder.preflight.impact import impact, impact_check
 from builder.preflight.inventory import Target
 from builder.preflight.model import UpgradePlan
 from builder.preflight.record import Record, ReplayHost, write_record
+from builder.preflight.record_files import RecordError
 from builder.preflight.report import HostReport
+from builder.preflight.ssh_transport import SshOptions
 
 Connect = Callable[[str], ReadOnlyHost]
 
@@ -50,6 +52,8 @@ class FleetInputs:
     timeout: int = allowlist.TIMEOUT_S  # seconds per probe
     record_dir: Path | None = None  # --record DIR: write what each host returned
     ssh_control_dir: str | None = None  # ssh master sockets: one connection per host
+    ssh: SshOptions = field(default_factory=SshOptions)  # BatchMode, timeouts, keepalives
+    host_timeout: int | None = None  # seconds a host may take in all (--host-timeout)
 
 
 def host_facts(state: HostState) -> dict[str, Any]:
@@ -165,19 +169,28 @@ def record_name(host: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", host).strip(".") or "host"
 
 
-def unreachable(name: str, why: str) -> HostReport:
-    return HostReport(name, [reach(None, why)], reachable=False)
+def unreachable(name: str, why: str, fix: str = "") -> HostReport:
+    return HostReport(name, [reach(None, why, fix)], reachable=False)
+
+
+RECORD_FIX = (
+    "record the host again (preflight --record DIR); a record is untrusted input and this one "
+    "was refused before anything it names was read; the other hosts were still judged"
+)
 
 
 def preflight_host(target: Target, ctx: FleetInputs, connect_fn: Connect = connect) -> HostReport:
     if target.spec is None:
         return unreachable(target.name, target.error or "no connection for this host")
+    host: ReadOnlyHost | None = None
     try:
         if target.record is not None:  # a recorded host (--from): replayed, nothing reached
             rec = target.loaded or Record.load(target.record, target.name)
             host = ReadOnlyHost(ReplayHost(rec), target.name)
         elif target.connection is not None:  # an inventory host: fields as arguments, no URL
-            host = connect_validated(target.connection, ctx.timeout, ctx.ssh_control_dir)
+            host = connect_validated(
+                target.connection, ctx.timeout, ctx.ssh_control_dir, ctx.ssh, ctx.host_timeout
+            )
         else:
             host = connect_fn(target.spec)
         state = gather(host, images=ctx.local_images)
@@ -193,6 +206,8 @@ def preflight_host(target: Target, ctx: FleetInputs, connect_fn: Connect = conne
         report = judge_state(state, ctx)
     except HostUnreachable as exc:
         return unreachable(target.name, f"unreachable: {exc}")
+    except RecordError as exc:  # a fleet's unreadable or hostile record: that host's error
+        return unreachable(target.name, f"record refused: {exc}", RECORD_FIX)
     except Exception as exc:  # a bug must not hide the other hosts' reports
         if os.environ.get("TRAINIMG_DEBUG"):
             raise
@@ -200,6 +215,9 @@ def preflight_host(target: Target, ctx: FleetInputs, connect_fn: Connect = conne
             target.name,
             f"preflight failed on this host: {type(exc).__name__}: {exc} (please report it)",
         )
+    finally:
+        if host is not None:
+            host.close()
     report.checks.insert(0, reach(target.spec))
     return report
 
@@ -207,6 +225,9 @@ def preflight_host(target: Target, ctx: FleetInputs, connect_fn: Connect = conne
 def run_fleet(
     targets: list[Target], ctx: FleetInputs, jobs: int = 4, connect_fn: Connect = connect
 ) -> list[HostReport]:
+    """Every target's report, in the targets' order. A recorded host is loaded by the worker
+    that judges it and dropped after: memory holds `jobs` records and the reports, not the
+    fleet's records."""
     if len(targets) == 1 or jobs <= 1:
         return [preflight_host(t, ctx, connect_fn) for t in targets]
     with ThreadPoolExecutor(max_workers=min(jobs, len(targets))) as pool:

@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 from builder.facts import host as host_rules
 from builder.facts.driver_version import DriverVersion
-from builder.preflight import allowlist, parsers
+from builder.host import parsers
+from builder.preflight import allowlist
 from builder.preflight.host_gpus import merged_gpus
 from builder.preflight.host_state import HostState
 from builder.preflight.hostio import HostUnreachable, Output, ReadOnlyHost

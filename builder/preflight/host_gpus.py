@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from builder.facts.gpus import CC, Gpu
+from builder.host.parsers import PciDevices, QGpu, SmiGpu, pci_device_id, pci_name
 from builder.judgement.gpu_identity import GpuIdentity, identify
-from builder.preflight.parsers import PciDevices, QGpu, SmiGpu, pci_device_id, pci_name
 
 
 @dataclass(frozen=True)

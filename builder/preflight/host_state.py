@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from builder.facts import host as host_rules
 from builder.facts.driver_version import DriverVersion
-from builder.preflight import parsers
+from builder.host import parsers
 from builder.preflight.host_gpus import HostGpu
 from builder.preflight.hostio import Output
 

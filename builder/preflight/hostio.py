@@ -9,10 +9,13 @@ the command was missing, timed out or failed. A transport failure raises HostUnr
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from builder.host.shown import shown
 from builder.preflight import allowlist
+from builder.preflight.ssh_transport import DeadlineSsh, ProbeTimeout, SshOptions
 
 # Exit statuses of the first probe (`uname -r`, present on every Linux) that mean the host was
 # not reached: ssh's own failure (255), podman exec of a container that is gone (125), and a
@@ -83,10 +86,34 @@ def _reason(exc: Exception) -> str:
     whose repr is no reason; its stderr is ("ssh: connect to host ... Connection refused")."""
     arg = exc.args[0] if exc.args else None
     if arg is not None and hasattr(arg, "rc"):
-        text = (_text(arg, "stderr").strip() or _text(arg, "stdout").strip()).splitlines()
         via = "ssh" if getattr(arg, "rc", None) == 255 else "the connection"
-        return f"{via} failed (exit {arg.rc}): {text[-1] if text else 'no output'}"
+        # ssh's own failure is on stderr; what stdout holds is the probe's, cut off
+        err = _text(arg, "stderr").strip()
+        text = (err or ("" if via == "ssh" else _text(arg, "stdout").strip())).splitlines()
+        said = shown(text[-1] if text else "no output (the connection dropped)", 300)
+        return f"{via} failed (exit {arg.rc}): {said}{_ssh_hint(_text(arg, 'stderr'))}"
     return f"{type(exc).__name__}: {exc}"
+
+
+def _ssh_hint(stderr: str) -> str:
+    """What to do about the ssh failures an operator meets first (BatchMode turns a prompt into
+    one of these)."""
+    if "Host key verification failed" in stderr or "HOST IDENTIFICATION HAS CHANGED" in stderr:
+        return (
+            " (the host key is unknown or changed, and preflight never asks: check the key "
+            "out of band, e.g. `ssh-keyscan -p PORT HOST` against the host's own "
+            "`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`, then add it to known_hosts)"
+        )
+    if "Permission denied" in stderr:
+        return " (BatchMode: no password is asked; use a key the host accepts)"
+    if "not responding" in stderr or "timed out" in stderr:
+        return " (the host stopped answering: see --connect-timeout and --server-alive-*)"
+    return ""
+
+
+# Seconds a probe may take on this side beyond its --timeout: the host's own `timeout -k 5`
+# ends a slow program within --timeout + 5 s; past this, the transport itself is stuck.
+PROBE_GRACE_S = 10
 
 
 @dataclass
@@ -95,16 +122,54 @@ class ReadOnlyHost:
     name: str
     timeout: int = allowlist.TIMEOUT_S
     log: list[Output] = field(default_factory=list)
+    deadline: float | None = None  # time.monotonic() by which the host must be done
+    host_timeout: int | None = None  # the per-host deadline in seconds, for messages
+    bounded: bool = False  # the transport takes run(line, timeout=S) (DeadlineSsh)
+
+    def progress(self) -> str:
+        """How far the host got, in words (for a host given up mid-run)."""
+        if not self.log:
+            return "no probe answered"
+        return f"{len(self.log)} probe(s) answered, the last `{self.log[-1].short}`"
+
+    def _wait(self, argv: tuple[str, ...]) -> float:
+        """Seconds this probe may take on this side; raises once the host's deadline passed."""
+        wait = float(self.timeout + PROBE_GRACE_S)
+        if self.deadline is None:
+            return wait
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise HostUnreachable(
+                f"{self.name}: the per-host deadline ({self.host_timeout} s, --host-timeout) "
+                f"passed before `{' '.join(argv[:2])}`; {self.progress()}"
+            )
+        return min(wait, left)
 
     def run(self, *argv: str) -> Output:
         line = allowlist.probe_line(argv, self.timeout)
+        wait = self._wait(argv)
         try:
-            result = self.host.run(line)
+            result = self.host.run(line, timeout=wait) if self.bounded else self.host.run(line)
+        except ProbeTimeout as exc:
+            raise HostUnreachable(
+                f"{self.name}: stopped answering: `{' '.join(argv[:2])}` got {exc} on this "
+                f"side; {self.progress()}"
+            ) from exc
         except Exception as exc:  # ssh exit 255, paramiko/winrm errors, a vanished socket
-            raise HostUnreachable(f"{self.name}: {_reason(exc)}") from exc
+            if not self.log:
+                raise HostUnreachable(f"{self.name}: {_reason(exc)}") from exc
+            raise HostUnreachable(
+                f"{self.name}: the connection failed mid-run: {_reason(exc)}; {self.progress()}"
+            ) from exc
         out = Output(tuple(argv), int(result.rc), _text(result, "stdout"), _text(result, "stderr"))
         self.log.append(out)
         return out
+
+    def close(self) -> None:
+        """End what the transport keeps open (an ssh master connection)."""
+        backend = getattr(self.host, "backend", None)
+        if isinstance(backend, DeadlineSsh):
+            backend.close()
 
     def read(self, path: str) -> Output:
         return self.run("cat", path)
@@ -131,19 +196,19 @@ def connect(spec: str, timeout: int = allowlist.TIMEOUT_S) -> ReadOnlyHost:
     return ReadOnlyHost(host, spec, timeout)
 
 
-# How long an ssh master connection outlives its last probe (seconds): long enough for one
-# host's probes, short enough not to linger after the run.
-SSH_CONTROL_PERSIST = 30
-
-
 def connect_validated(
-    conn: Any, timeout: int = allowlist.TIMEOUT_S, control_dir: str | None = None
+    conn: Any,
+    timeout: int = allowlist.TIMEOUT_S,
+    control_dir: str | None = None,
+    ssh: SshOptions | None = None,
+    host_timeout: int | None = None,
 ) -> ReadOnlyHost:
     """A ReadOnlyHost for an inventory Connection: testinfra's backend gets each validated
     field as an argument; no URL is built or parsed, so no value can become a backend option
     (`ansible_port="1?ssh_config=FILE"` never reaches ssh: the inventory refuses it). Over ssh,
     the probes share one connection (a master socket in `control_dir`, ssh's ControlPath):
-    a host costs one connection, not one per probe."""
+    a host costs one connection, not one per probe; ssh runs with deadlines and never prompts
+    (builder/preflight/ssh_transport.py). `host_timeout` starts the host's deadline now."""
     import os
 
     import testinfra.backend
@@ -158,20 +223,39 @@ def connect_validated(
     try:
         if conn.backend == "local":
             backend = testinfra.backend.get_backend_class("local")("", **kwargs)
-        elif conn.backend in ("ssh", "paramiko"):
+        elif conn.backend == "ssh":
+            backend = DeadlineSsh(
+                conn.host,
+                conn.user,
+                conn.port,
+                os.path.expanduser(conn.identity_file) if conn.identity_file else "",
+                tuple(getattr(conn, "ssh_args", ())),
+                f"{control_dir}/%C" if control_dir is not None else None,
+                ssh,
+                **kwargs,
+            )
+        elif conn.backend == "paramiko" and getattr(conn, "ssh_args", ()):
+            raise HostUnreachable(
+                f"{name}: ansible_ssh_common_args/ansible_ssh_extra_args are ssh's: use "
+                "ansible_connection=ssh (paramiko would drop them)"
+            )
+        elif conn.backend == "paramiko":
             host = f"[{conn.host}]" if ":" in conn.host else conn.host
             hostspec = (f"{conn.user}@" if conn.user else "") + host
             hostspec += f":{conn.port}" if conn.port else ""
             if conn.identity_file:
                 kwargs["ssh_identity_file"] = os.path.expanduser(conn.identity_file)
-            if conn.backend == "ssh" and control_dir is not None:
-                # testinfra %-formats its ssh line: %%C reaches ssh as %C (its hash of the
-                # connection), one socket per host in a private directory
-                kwargs["controlpath"] = f"{control_dir}/%%C"
-                kwargs["controlpersist"] = SSH_CONTROL_PERSIST
             backend = testinfra.backend.get_backend_class(conn.backend)(hostspec, **kwargs)
         else:
             backend = testinfra.backend.get_backend_class(conn.backend)(conn.host, **kwargs)
     except Exception as exc:  # a missing paramiko, an unknown backend
         raise HostUnreachable(f"{name}: {type(exc).__name__}: {exc}") from exc
-    return ReadOnlyHost(testinfra.host.Host(backend), name, timeout)
+    deadline = time.monotonic() + host_timeout if host_timeout else None
+    return ReadOnlyHost(
+        testinfra.host.Host(backend),
+        name,
+        timeout,
+        deadline=deadline,
+        host_timeout=host_timeout,
+        bounded=isinstance(backend, DeadlineSsh),
+    )

@@ -2,7 +2,7 @@
 
 Each becomes an ImageRecord: its NVIDIA_REQUIRE_* requirements (as the toolkit collects them),
 its compiled arch list and minimum driver (our labels), and where it came from. Matrix cells
-get their labels and environment from builder.labels, exactly what a build stamps on them;
+get their labels and environment from builder.spec.labels, exactly what a build stamps on them;
 images/lock.json is read tolerantly (its schema is young); local images come from the host.
 """
 
@@ -16,20 +16,24 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from builder import labels as lab
 from builder.facts.cuda import CudaSource
-from builder.judgement.image_facts import ImageFacts
-from builder.labels import (
-    ARCH_LIST_LABEL,
+from builder.host.parsers import LocalImage
+from builder.host.shown import shown
+from builder.judgement.image_facts import (
+    REQUIREMENT_ERROR,
+    ImageFacts,
+    arch_list_from_labels,
+    requirements_from_env,
+    source_from_labels,
+)
+from builder.nvidia_require.image_env import disable_require
+from builder.nvidia_require.write import nvidia_require_cuda
+from builder.spec import labels as lab
+from builder.spec.labels import (
     CELL_LABEL,
     CUDA_LABEL,
-    CUDA_SOURCE_LABEL,
     DRIVER_MIN_LABEL,
 )
-from builder.nvidia_require.image_env import collect, disable_require
-from builder.nvidia_require.write import nvidia_require_cuda
-from builder.preflight.parsers import LocalImage
-from builder.preflight.shown import shown
 from builder.workspace import Workspace
 
 
@@ -80,39 +84,6 @@ class ImageRecord:
         }
 
 
-REQUIREMENT_ERROR = "error: "
-
-
-def requirements_from_env(env: dict[str, str]) -> tuple[tuple[str, ...], str]:
-    """What nvidia-container-toolkit's GetRequirements collects
-    (builder.nvidia_require.image_env.collect), judged even when NVIDIA_DISABLE_REQUIRE is set
-    (the flag is kept apart, see ImageRecord): the image still needs what it asks for, only the
-    hook stops checking it."""
-    got = collect({k: v for k, v in env.items() if k != "NVIDIA_DISABLE_REQUIRE"})
-    if got.error:
-        return (), f"{REQUIREMENT_ERROR}{got.error}"
-    origins = [o for o, _ in got.requirements]
-    if not origins:
-        return (), ""
-    legacy = "implicit from CUDA_VERSION (legacy image)"
-    if origins == ["CUDA_VERSION"]:
-        return got.texts, legacy
-    return got.texts, "env" + (f" + {legacy}" if "CUDA_VERSION" in origins else "")
-
-
-def _arches(labels: dict[str, str]) -> tuple[str, ...] | None:
-    text = labels.get(ARCH_LIST_LABEL)
-    return tuple(text.split()) if text is not None else None
-
-
-def source_from_labels(labels: dict[str, str]) -> CudaSource:
-    """The image's own word on where its CUDA comes from (our label), else unknown."""
-    try:
-        return CudaSource(labels.get(CUDA_SOURCE_LABEL, CudaSource.UNKNOWN))
-    except ValueError:
-        return CudaSource.UNKNOWN
-
-
 def from_workspace(ws: Workspace) -> list[ImageRecord]:
     out = []
     for cell in ws.cells:
@@ -124,8 +95,8 @@ def from_workspace(ws: Workspace) -> list[ImageRecord]:
                 cell.name,
                 "matrix",
                 reqs,
-                "builder.labels (matrix)" if reqs else origin,
-                _arches(labels) if cell.cuda is not None else (),
+                "builder.spec.labels (matrix)" if reqs else origin,
+                arch_list_from_labels(labels) if cell.cuda is not None else (),
                 str(cell.cuda.version) if cell.cuda else None,
                 labels.get(DRIVER_MIN_LABEL),
                 False,
@@ -189,7 +160,7 @@ def from_lock(path: Path) -> tuple[list[ImageRecord], list[str]]:
                 "lock",
                 reqs,
                 origin,
-                _arches(labels) if cuda else (),
+                arch_list_from_labels(labels) if cuda else (),
                 str(cuda) if cuda else None,
                 labels.get(DRIVER_MIN_LABEL),
                 False,
@@ -243,7 +214,7 @@ def from_local(images: list[LocalImage]) -> tuple[list[ImageRecord], int]:
                 "local",
                 reqs,
                 origin,
-                _arches(img.labels) if cuda else (),
+                arch_list_from_labels(img.labels) if cuda else (),
                 cuda,
                 img.labels.get(DRIVER_MIN_LABEL),
                 disable_require(img.env),

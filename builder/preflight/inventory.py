@@ -1,11 +1,15 @@
-"""Ansible inventories -> testinfra host specs, without needing ansible installed.
+"""Ansible inventories -> validated connections, read as ansible-core reads them, without
+needing ansible installed (tests/preflight/test_inventory_ansible.py holds it to ansible-core).
 
 Reads the three shapes an inventory file comes in: INI (`[group]`, `[group:vars]`,
-`[group:children]`, host lines with key=value variables and `name[01:04]` ranges), YAML
-(`all: {hosts, vars, children}`) and the JSON `ansible-inventory --list` prints (which is how a
-dynamic inventory reaches preflight: `ansible-inventory -i dyn.yml --list > hosts.json`).
-Connection variables become a spec: ssh://user@host:port (ansible_become -> ?sudo=true,
-the private key -> ?ssh_identity_file=), local://, podman://, docker://.
+`[group:children]`, host lines with key=value variables, `host:port` and `name[01:04]` ranges:
+builder/preflight/host_patterns.py), YAML (`all: {hosts, vars, children}`) and the JSON
+`ansible-inventory --list` prints (which is how a dynamic inventory reaches preflight:
+`ansible-inventory -i dyn.yml --list > hosts.json`). Group variables merge by depth, priority
+and name, the host's own last; among the aliases ansible's ssh connection reads, the last one
+set wins (ansible_ssh_host over ansible_host, ...). Connection variables become a Connection
+(ssh, paramiko, local, podman, docker) whose every field passed a strict pattern, and
+ansible_ssh_common_args/_extra_args pass builder/preflight/ssh_args.py.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from typing import Any
 import yaml
 
 from builder.errors import TrainimgError
+from builder.matrix.yamlnodes import safe_load
+from builder.preflight import host_patterns, ssh_args
+from builder.preflight.inventory_vars import InventoryGroup, hostvars, members
 
 
 class InventoryError(TrainimgError):
@@ -39,6 +46,7 @@ class Connection:
     identity_file: str = ""
     sudo: bool = False
     sudo_user: str = ""
+    ssh_args: tuple[str, ...] = ()  # ansible_ssh_common_args + _extra_args, validated
 
     @property
     def display(self) -> str:
@@ -69,6 +77,8 @@ _HOSTNAME = re.compile(
 _USER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
 _KEY_PATH = re.compile(r"~?/?[A-Za-z0-9_.@+-]+(?:/[A-Za-z0-9_.@+-]+)*")
 _CONTAINER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+# an INI host line that starts with a bracket: an IPv6 address with a port, `[2001:db8::8]:22`
+_BRACKETED_V6 = re.compile(r"\[[0-9A-Fa-f]*:[0-9A-Fa-f:.]*\](?::[0-9]+)?")
 
 
 class _Invalid(ValueError):
@@ -99,42 +109,33 @@ def _shaped(key: str, value: Any, pattern: re.Pattern[str], what: str) -> str:
     return text
 
 
-@dataclass
-class _Group:
-    hosts: dict[str, dict[str, Any]]
-    vars: dict[str, Any]
-    children: list[str]
-
-
-def _expand(pattern: str) -> list[str]:
-    """Ansible host ranges: web[01:03] -> web01 web02 web03; db-[a:c] -> db-a db-b db-c."""
-    m = re.search(r"\[([0-9a-z]+):([0-9a-z]+)\]", pattern)
-    if not m:
-        return [pattern]
-    lo, hi = m[1], m[2]
-    if lo.isdigit() and hi.isdigit():
-        width = len(lo) if lo.startswith("0") else 0
-        items = [str(i).zfill(width) for i in range(int(lo), int(hi) + 1)]
-    else:
-        items = [chr(c) for c in range(ord(lo), ord(hi) + 1)]
-    return [h for i in items for h in _expand(pattern[: m.start()] + i + pattern[m.end() :])]
+def _hosts_of(where: str, first_word: str) -> tuple[list[str], int | None]:
+    """The names (ranges expanded, bounded) and the port of a host pattern."""
+    pattern, port = host_patterns.split_port(first_word)
+    try:
+        return host_patterns.expand_hosts(pattern), port
+    except host_patterns.PatternError as exc:
+        raise InventoryError(f"{where}: {exc}") from None
 
 
 def _value(text: str) -> Any:
     try:
-        return yaml.safe_load(text)
+        return safe_load(text)
     except yaml.YAMLError:
         return text
 
 
-def _parse_ini(path: Path, text: str) -> dict[str, _Group]:
-    groups: dict[str, _Group] = {"all": _Group({}, {}, []), "ungrouped": _Group({}, {}, [])}
+def _parse_ini(path: Path, text: str) -> dict[str, InventoryGroup]:
+    groups: dict[str, InventoryGroup] = {
+        "all": InventoryGroup({}, {}, []),
+        "ungrouped": InventoryGroup({}, {}, []),
+    }
     section, kind = "ungrouped", "hosts"
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith(("#", ";")):
             continue
-        if line.startswith("["):
+        if line.startswith("[") and not _BRACKETED_V6.fullmatch(line.split()[0]):
             m = re.fullmatch(r"\[([A-Za-z0-9_.-]+)(?::(vars|children))?\]", line)
             if m is None:
                 raise InventoryError(
@@ -142,7 +143,7 @@ def _parse_ini(path: Path, text: str) -> dict[str, _Group]:
                     "[group], [group:vars] or [group:children])"
                 )
             section, kind = m[1], m[2] or "hosts"
-            groups.setdefault(section, _Group({}, {}, []))
+            groups.setdefault(section, InventoryGroup({}, {}, []))
             continue
         try:
             words = shlex.split(line, comments=True)
@@ -167,13 +168,16 @@ def _parse_ini(path: Path, text: str) -> dict[str, _Group]:
                         f"{path}:{n}: expected key=value after the host name, got {word!r}"
                     )
                 hostvars[key] = _value(value)
-            for host in _expand(words[0]):
+            names, port = _hosts_of(f"{path}:{n}", words[0])
+            if port is not None:  # `gpu1:2222` sets ansible_port; a variable given beats it
+                hostvars = {"ansible_port": port, **hostvars}
+            for host in names:
                 group.hosts.setdefault(host, {}).update(hostvars)
     return groups
 
 
-def _parse_yaml(path: Path, doc: Any) -> dict[str, _Group]:
-    groups: dict[str, _Group] = {}
+def _parse_yaml(path: Path, doc: Any) -> dict[str, InventoryGroup]:
+    groups: dict[str, InventoryGroup] = {}
 
     def walk(name: str, node: Any, where: str) -> None:
         if node is None:
@@ -182,7 +186,7 @@ def _parse_yaml(path: Path, doc: Any) -> dict[str, _Group]:
             raise InventoryError(
                 f"{path}: {where}: a group must be a mapping of hosts/vars/children"
             )
-        group = groups.setdefault(name, _Group({}, {}, []))
+        group = groups.setdefault(name, InventoryGroup({}, {}, []))
         hosts = node.get("hosts") or {}
         if isinstance(hosts, list):  # the JSON shape: a list of names
             hosts = {h: {} for h in hosts}
@@ -194,8 +198,10 @@ def _parse_yaml(path: Path, doc: Any) -> dict[str, _Group]:
                     f"{path}: {where}.hosts.{pattern} must be a mapping of variables, "
                     f"not {type(hv).__name__} {hv!r}"
                 )
-            for host in _expand(str(pattern)):
-                group.hosts.setdefault(host, {}).update(hv or {})
+            names, port = _hosts_of(f"{path}: {where}.hosts", str(pattern))
+            own = {"ansible_port": port, **(hv or {})} if port is not None else (hv or {})
+            for host in names:
+                group.hosts.setdefault(host, {}).update(own)
         gvars = node.get("vars") or {}
         if not isinstance(gvars, dict):
             raise InventoryError(
@@ -222,7 +228,7 @@ def _parse_yaml(path: Path, doc: Any) -> dict[str, _Group]:
         if name not in groups or node:
             walk(str(name), node, str(name))
     if meta:  # ansible-inventory --list keeps every host's variables here
-        groups.setdefault("_meta", _Group({}, {}, []))
+        groups.setdefault("_meta", InventoryGroup({}, {}, []))
         for host, hv in meta.items():
             if not isinstance(hv, dict):
                 raise InventoryError(
@@ -233,7 +239,7 @@ def _parse_yaml(path: Path, doc: Any) -> dict[str, _Group]:
     return groups
 
 
-def _load(path: Path) -> dict[str, _Group]:
+def _load(path: Path) -> dict[str, InventoryGroup]:
     try:
         text = path.read_text()
     except OSError as exc:
@@ -249,38 +255,12 @@ def _load(path: Path) -> dict[str, _Group]:
     ):
         return _parse_ini(path, text)
     try:
-        doc = yaml.safe_load(text)
+        doc = safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         raise InventoryError(f"{where}: not YAML: {getattr(exc, 'problem', exc)}") from None
     return _parse_yaml(path, doc)
-
-
-def _members(groups: dict[str, _Group], name: str, seen: set[str]) -> list[str]:
-    if name in seen or name not in groups:
-        return []
-    seen.add(name)
-    out = list(groups[name].hosts)
-    for child in groups[name].children:
-        out += _members(groups, child, seen)
-    return out
-
-
-def _hostvars(groups: dict[str, _Group], host: str) -> dict[str, Any]:
-    """A host's variables: all's, then those of each group holding it, then its own."""
-    merged: dict[str, Any] = dict(groups.get("all", _Group({}, {}, [])).vars)
-    for name, group in groups.items():
-        if name in ("all", "_meta"):
-            continue
-        if host in _members(groups, name, set()):
-            merged.update(group.vars)
-    meta = groups.get("_meta")
-    if meta is not None and isinstance(meta.vars.get(host), dict):
-        merged.update(meta.vars[host])
-    for group in groups.values():
-        merged.update(group.hosts.get(host, {}))
-    return merged
 
 
 def spec_for(host: str, hv: dict[str, Any]) -> Target:
@@ -309,21 +289,8 @@ def _connection(host: str, hv: dict[str, Any]) -> Connection | None:
     if conn == "local":
         return Connection("local", sudo=sudo, sudo_user=sudo_user)
     if conn in ("ssh", "smart", "paramiko", "paramiko_ssh"):
-        address = _address("ansible_host", str(hv.get("ansible_host", host)))
-        user_v = hv.get("ansible_user") or hv.get("ansible_ssh_user")
-        user = _shaped("ansible_user", user_v, _USER, "a user name") if user_v else ""
-        port_key = "ansible_port" if hv.get("ansible_port") else "ansible_ssh_port"
-        port_v = hv.get(port_key)
-        port = _port(port_key, port_v) if port_v not in (None, "") else None
-        key_name = (
-            "ansible_ssh_private_key_file"
-            if hv.get("ansible_ssh_private_key_file")
-            else "ansible_private_key_file"
-        )
-        key_v = hv.get(key_name)
-        key = _shaped(key_name, key_v, _KEY_PATH, "a key file path") if key_v else ""
         backend = "paramiko" if conn.startswith("paramiko") else "ssh"
-        return Connection(backend, address, user, port, key, sudo, sudo_user)
+        return _ssh_connection(host, hv, backend, sudo, sudo_user)
     if conn in ("containers.podman.podman", "podman", "community.docker.docker", "docker"):
         name = _shaped("ansible_host", hv.get("ansible_host", host), _CONTAINER, "a container name")
         backend = "podman" if "podman" in conn else "docker"
@@ -331,23 +298,55 @@ def _connection(host: str, hv: dict[str, Any]) -> Connection | None:
     return None
 
 
+def _last(hv: dict[str, Any], *keys: str) -> tuple[str, Any]:
+    """The variable ansible's ssh connection takes among aliases: the last of `keys` that is
+    set (ansible-core's config manager walks an option's variables in order and keeps the last
+    one defined: ansible_ssh_user beats ansible_user, at whatever level each was set)."""
+    found = ("", None)
+    for key in keys:
+        if hv.get(key) is not None:
+            found = (key, hv[key])
+    return found
+
+
+def _ssh_connection(
+    host: str, hv: dict[str, Any], backend: str, sudo: bool, sudo_user: str
+) -> Connection:
+    addr_key, addr_v = _last(hv, "ansible_host", "ansible_ssh_host")
+    address = _address(addr_key or "inventory_hostname", str(addr_v if addr_key else host))
+    user_key, user_v = _last(hv, "ansible_user", "ansible_ssh_user")
+    user = _shaped(user_key, user_v, _USER, "a user name") if user_v not in (None, "") else ""
+    port_key, port_v = _last(hv, "ansible_port", "ansible_ssh_port")
+    port = _port(port_key, port_v) if port_key and port_v != "" else None
+    key_name, key_v = _last(hv, "ansible_private_key_file", "ansible_ssh_private_key_file")
+    key = _shaped(key_name, key_v, _KEY_PATH, "a key file path") if key_v else ""
+    args: tuple[str, ...] = ()
+    for name in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):
+        if hv.get(name):
+            try:
+                args += ssh_args.validated(name, str(hv[name]))
+            except ssh_args.SshArgError as exc:
+                raise _Invalid(str(exc)) from None
+    return Connection(backend, address, user, port, key, sudo, sudo_user, args)
+
+
 def targets(path: str | Path, limit: str | None = None) -> list[Target]:
     """Every host of the inventory (or of the groups/hosts `limit` names, comma-separated)."""
     p = Path(path)
     groups = _load(p)
+    every = [h for name in groups if name != "_meta" for h in members(groups, name, set())]
+    every = list(dict.fromkeys(every))
     if limit:
-        wanted = [w.strip() for w in limit.split(",") if w.strip()]
-        names: list[str] = []
-        for w in wanted:
-            found = _members(groups, w, set()) or (
-                [w] if any(w in g.hosts for g in groups.values()) else []
-            )
-            if not found:
-                raise InventoryError(f"{p}: --limit {w!r} names no group or host of the inventory")
-            names += found
+        of_group = {n: members(groups, n, set()) for n in groups if n != "_meta"}
+        of_group["all"] = every
+        try:
+            hosts = host_patterns.limit_hosts(limit, of_group, every)
+        except host_patterns.PatternError as exc:
+            raise InventoryError(f"{p}: {exc}") from None
     else:
-        names = [h for name in groups if name != "_meta" for h in _members(groups, name, set())]
-    hosts = list(dict.fromkeys(names))
+        hosts = every
     if not hosts:
-        raise InventoryError(f"{p}: the inventory lists no hosts")
-    return [spec_for(h, _hostvars(groups, h)) for h in hosts]
+        raise InventoryError(
+            f"{p}: the inventory lists no hosts" + (f" for --limit {limit!r}" if limit else "")
+        )
+    return [spec_for(h, hostvars(groups, h)) for h in hosts]

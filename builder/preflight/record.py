@@ -29,10 +29,11 @@ from typing import Any
 import yaml
 
 from builder.facts import host as host_rules
+from builder.host import parsers
+from builder.host.parsers import safe_load_yaml
+from builder.host.shown import shown
 from builder.preflight import allowlist as al
-from builder.preflight import parsers
 from builder.preflight.hostio import Output
-from builder.preflight.parsers import safe_load_yaml
 from builder.preflight.record_files import (
     MAX_RECORD_FILE_BYTES,
     RecordError,
@@ -40,7 +41,6 @@ from builder.preflight.record_files import (
     read_capped,
     regular_file,
 )
-from builder.preflight.shown import shown
 
 UNRECORDED = 97  # the exit status of a recorded program asked something nobody recorded
 RECORD_FILE = "fixture.yaml"

@@ -1,8 +1,9 @@
 """A record's files, read as the untrusted input they are (a record travels with a ticket).
 
 Every path a record names is resolved inside the record and must be a regular file there: no
-`..` out of it, no symlink (in files/ or as a probe's `file:`), no device or FIFO (/dev/zero
-would never end), nothing over its size cap. The whole record is checked before any content
+`..` out of it, no symlink (in files/ or as a probe's `file:`), no hard link (a second name of
+a file outside the record: its link count is above 1), no device or FIFO (/dev/zero would never
+end), nothing over its size cap. The whole record is checked before any content
 is read, so a hostile record is refused with nothing read; what it names is quoted in messages
 through `shown` (printable, short), never through repr.
 """
@@ -14,7 +15,7 @@ import stat
 from pathlib import Path
 
 from builder.errors import TrainimgError
-from builder.preflight.shown import shown
+from builder.host.shown import shown
 
 MAX_FILE_BYTES = 8 * 1024 * 1024  # one probe's output or one host file
 MAX_RECORD_FILE_BYTES = 4 * 1024 * 1024  # fixture.yaml itself
@@ -23,6 +24,13 @@ MAX_FILES = 10_000
 
 class RecordError(TrainimgError):
     """A record directory that cannot be read or written; the message names the path."""
+
+
+def _hard_link(root: Path, what: str, links: int) -> str:
+    return (
+        f"{root}: {what} has {links} names (a hard link; refused: a record holds its own "
+        "files only - copy the file into the record instead)"
+    )
 
 
 def regular_file(root: Path, rel: str, what: str, cap: int = MAX_FILE_BYTES) -> Path:
@@ -44,6 +52,8 @@ def regular_file(root: Path, rel: str, what: str, cap: int = MAX_FILE_BYTES) -> 
     info = path.lstat()
     if not stat.S_ISREG(info.st_mode):
         raise RecordError(f"{root}: {what} {shown(rel)} is not a regular file (refused)")
+    if info.st_nlink > 1:
+        raise RecordError(_hard_link(root, f"{what} {shown(rel)}", info.st_nlink))
     if info.st_size > cap:
         raise RecordError(
             f"{root}: {what} {shown(rel)} is {info.st_size} bytes, over the {cap}-byte cap"
@@ -74,6 +84,8 @@ def host_files(root: Path) -> dict[str, Path]:
                 continue
             if not stat.S_ISREG(mode):
                 raise RecordError(f"{root}: files/{shown(rel)} is not a regular file (refused)")
+            if entry.lstat().st_nlink > 1:
+                raise RecordError(_hard_link(root, f"files/{shown(rel)}", entry.lstat().st_nlink))
             if entry.lstat().st_size > MAX_FILE_BYTES:
                 raise RecordError(
                     f"{root}: files/{shown(rel)} is over the {MAX_FILE_BYTES}-byte cap (refused)"

@@ -6,19 +6,25 @@ decides the exit code: a plan that repairs a broken host passes.
 
 Exit codes (docs/preflight.md): 0 every check ok or skipped, 1 something blocks on some host
 (an unreachable host blocks), 3 warnings only; 2 is the CLI's for bad input (an unparsable
-target version, an inventory that does not parse, no host at all, a hostile record).
+target version, an inventory that does not parse, no host at all, a hostile record given
+alone, a fleet of records none of which can be judged).
 
-The text report is for people: one line per host (its verdicts and the reason that decides
-them), the fix under it in full (wrapped, never cut), then how many hosts each reason code
-affects; `--verbose` prints every check and the image table of every host.
+The text report is for people: a fleet's summary first (hosts per verdict, then the hosts that
+warn or block grouped by their deciding reason, its fix once per group, in full), then one line
+per host (its verdicts and the reason that decides them), worst first, then how many hosts each
+reason code affects; one host is its line and its fix. `--verbose` prints every check and the
+image table of every host. `--jsonl` streams the hosts' JSON a line each, then a summary.
 """
 
 from __future__ import annotations
 
+import json
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from builder.host.shown import printable
 from builder.judgement.finding import Finding
 from builder.judgement.severity import BLOCK, OK, WARN, Severity, worst
 from builder.preflight.impact import Row
@@ -108,6 +114,14 @@ def reason_counts(reports: list[HostReport]) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+def verdict_counts(reports: list[HostReport]) -> dict[str, int]:
+    """How many hosts have each verdict, worst first."""
+    counts: dict[Severity, int] = {}
+    for r in reports:
+        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    return {str(s): n for s, n in sorted(counts.items(), key=lambda kv: -kv[0].rank)}
+
+
 def as_json(reports: list[HostReport], target: str | None) -> dict[str, Any]:
     return {
         "schema": REPORT_SCHEMA,
@@ -116,6 +130,22 @@ def as_json(reports: list[HostReport], target: str | None) -> dict[str, Any]:
         "reasons": reason_counts(reports),
         "hosts": [r.as_json() for r in reports],
     }
+
+
+def fleet_json_lines(reports: list[HostReport], target: str | None) -> Iterator[str]:
+    """--jsonl: one line per host (as_json's `hosts` entries), then the summary line; made one
+    at a time (a fleet's document is never held whole)."""
+    for r in reports:
+        yield json.dumps(r.as_json())
+    summary = {
+        "schema": REPORT_SCHEMA,
+        "target_driver": target,
+        "exit_code": exit_code(reports),
+        "hosts": len(reports),
+        "verdicts": verdict_counts(reports),
+        "reasons": reason_counts(reports),
+    }
+    yield json.dumps({"summary": summary})
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -203,33 +233,68 @@ def render_host(report: HostReport, target: str | None, *, wide: bool = False) -
     return lines
 
 
+GROUP_NAMES = 8  # hosts named in a reason group of the fleet summary (then "and N more")
+
+
+def _group_lines(reports: list[HostReport]) -> list[str]:
+    """The fleet's hosts that warn or block, grouped by their deciding reason and its fix:
+    worst first, then the most hosts; each group's fix printed once."""
+    groups: dict[tuple[Severity, str, str], list[HostReport]] = {}
+    for r in reports:
+        top = r.top
+        if top is not None:
+            groups.setdefault((top.severity, top.code, top.remediation), []).append(r)
+    out: list[str] = []
+    for (sev, code, fix), members in sorted(
+        groups.items(), key=lambda kv: (-kv[0][0].rank, -len(kv[1]), kv[0][1])
+    ):
+        names = [m.host for m in members[:GROUP_NAMES]]
+        more = len(members) - len(names)
+        named = ", ".join(names) + (f" and {more} more" if more else "")
+        out += _wrapped(f"{sev!s:<5}  {code}  {len(members)} host(s): ", named, 0)
+        top = members[0].top
+        assert top is not None
+        out += _wrapped("", _clause(top.message, WIDTH - 7), 7)
+        if fix:
+            out += _wrapped("fix: ", fix, 7)
+    return out
+
+
+def _count_line(reports: list[HostReport], target: str | None) -> str:
+    parts = ", ".join(f"{n} {s}" for s, n in verdict_counts(reports).items())
+    decides = " (the plan's verdict decides)" if target else ""
+    return f"{len(reports)} host(s): {parts or 'none'}; exit {exit_code(reports)}" + (
+        f"; target {target}{decides}" if target else ""
+    )
+
+
 def render_fleet(
     reports: list[HostReport], target: str | None, *, verbose: bool = False, wide: bool = False
 ) -> str:
+    """One host: its line and fix. A fleet: the summary first (counts per verdict, the hosts
+    that warn or block grouped by reason with the fix once per group), then one line per host,
+    worst first; then the hosts per reason code and the count line again (for `tail -1`)."""
     out: list[str] = []
     if verbose:
         for r in reports:
             out += render_host(r, target, wide=wide)
             out.append("")
+    elif len(reports) == 1:
+        out += summary_lines(reports[0], min(len(reports[0].host), 32))
+        out.append("")
     else:
-        width = min(max((len(r.host) for r in reports), default=4), 32)
-        for r in reports:
-            out += summary_lines(r, width)
+        out += [_count_line(reports, target), ""]
+        groups = _group_lines(reports)
+        if groups:
+            out += [*groups, ""]
+        width = min(max(len(r.host) for r in reports), 32)
+        ranked = sorted(reports, key=lambda r: -r.verdict.rank)  # stable: input order kept
+        for r in ranked:
+            out.append(summary_lines(r, width)[0])
         out.append("")
     counts = reason_counts(reports)
     if counts:
         out += _wrapped("hosts per reason: ", ", ".join(f"{c} {n}" for c, n in counts.items()), 0)
-    by: dict[Severity, list[str]] = {}
-    for r in reports:
-        by.setdefault(r.verdict, []).append(r.host)
-    parts = [
-        f"{len(v)} {s}" + (f" ({', '.join(v[:5])})" if s in (BLOCK, WARN) else "")
-        for s, v in sorted(by.items(), key=lambda kv: -kv[0].rank)
-    ]
-    code = exit_code(reports)
-    decides = " (the plan's verdict decides)" if target else ""
-    out.append(
-        f"{len(reports)} host(s): {', '.join(parts) or 'none'}; exit {code}"
-        + (f"; target {target}{decides}" if target else "")
-    )
-    return "\n".join(out)
+    out.append(_count_line(reports, target))
+    # every line carries host and record strings: nothing but printable text reaches a terminal
+    return "\n".join(printable(line) for line in out)

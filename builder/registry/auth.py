@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from builder.credentials import Credentials
+from builder.engines.credentials import Credentials
 from builder.errors import TrainimgError
 
 
@@ -62,7 +62,20 @@ def lookup(registry: str, env: Mapping[str, str] | None = None) -> Credentials |
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise CredentialsError(f"{path}: unreadable credentials file ({exc})") from None
+        helpers = data.get("credHelpers") if isinstance(data, dict) else None
+        helper = helpers.get(registry) if isinstance(helpers, dict) else None
         auths = data.get("auths") if isinstance(data, dict) else None
+        if helper and not (
+            isinstance(auths, dict) and any(_host(str(k)) == registry for k in auths)
+        ):
+            # ECR, GCR: a credHelpers-only config names the registry but holds no secret
+            raise CredentialsError(
+                f"{path}: credHelpers gives {registry} to docker-credential-{_printable(helper)}, "
+                "which trainimg does not run; `podman login --authfile "
+                "$XDG_RUNTIME_DIR/containers/auth.json` (for ECR: `aws ecr get-login-password "
+                "| podman login --username AWS --password-stdin REGISTRY`), or set "
+                "$REGISTRY_AUTH_FILE to a file with an `auths` entry"
+            )
         if not isinstance(auths, dict):
             continue
         for key, entry in auths.items():
@@ -102,3 +115,7 @@ def refuse_credentials_in_buildargs(buildargs: Mapping[str, str]) -> None:
                 "would be stored in the image history; build from a wheelhouse "
                 "(`trainimg wheelhouse`, --wheelhouse) or use an index that needs none"
             )
+
+
+def _printable(value: object) -> str:
+    return "".join(c if c.isprintable() else "?" for c in str(value)[:80])

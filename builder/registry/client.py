@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode, urljoin, urlsplit
 
 import requests
 
-from builder.credentials import Credentials
+from builder.engines.credentials import Credentials
 from builder.errors import TrainimgError
 from builder.registry import certs
 from builder.registry.reference import Reference, is_insecure
@@ -29,7 +31,13 @@ MANIFEST_TYPES = ", ".join(
     )
 )
 TIMEOUT = 30.0
+# Listing tags: the page size asked for (Quay's and Docker Hub's most), and the bounds of one
+# listing - a million tags, or ten minutes - past which it fails rather than answer in part.
+PAGE_SIZE = 100
+MAX_PAGES = 10_000
+LIST_DEADLINE = 600.0
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
+_LINK = re.compile(r'^<(?P<url>[^>]*)>\s*;\s*rel="?(?P<rel>[^";]*)"?')
 
 
 class RegistryError(TrainimgError):
@@ -223,12 +231,57 @@ class RegistryClient:
         _check(response, f"registry {self.registry}: {ref}")
         return response.content, response.headers.get("Content-Type", "")
 
-    def tags(self, repository: str) -> list[str]:
-        response = self._request("GET", f"/v2/{repository}/tags/list")
-        if response.status_code == 404:
-            return []
-        _check(response, f"registry {self.registry}: tags of {repository}")
-        return sorted(response.json().get("tags") or [])
+    def get_blob(self, repository: str, digest: str) -> bytes:
+        """A blob of `repository`, checked against its digest."""
+        response = self._request("GET", f"/v2/{repository}/blobs/{digest}")
+        _check(response, f"registry {self.registry}: blob {repository}@{digest}")
+        if "sha256:" + hashlib.sha256(response.content).hexdigest() != digest:
+            raise RegistryError(
+                f"registry {self.registry}: blob {digest} does not match its digest"
+            )
+        return response.content
+
+    def tags(
+        self,
+        repository: str,
+        *,
+        page_size: int = PAGE_SIZE,
+        max_pages: int = MAX_PAGES,
+        deadline_s: float = LIST_DEADLINE,
+    ) -> list[str]:
+        """Every tag of `repository`, on every page, or an error: never a partial list (prune
+        deletes by what it does not see). Pages are followed by their `Link: <...>;
+        rel="next"` header (Quay, Harbor, distribution); a page without one is followed by
+        `?n=&last=` (the distribution spec's paging, for registries that page without saying
+        so) until a page adds no tag. Bounded by `max_pages` and `deadline_s`."""
+        what = f"registry {self.registry}: tags of {repository}"
+        base = f"/v2/{repository}/tags/list"
+        path = f"{base}?n={page_size}"
+        found: set[str] = set()
+        asked: set[str] = set()
+        probing = False  # this page was not named by a Link: the registry may not page at all
+        end = time.monotonic() + deadline_s
+        for page in range(max_pages):
+            if time.monotonic() > end:
+                raise RegistryError(f"{what}: not listed within {deadline_s:.0f} s ({page} pages)")
+            asked.add(path)
+            response = self._request("GET", path)
+            if response.status_code == 404 and page == 0:
+                return []
+            if probing and response.status_code == 400:
+                return sorted(found)  # it takes no `last`: it did not page, the list is whole
+            _check(response, what)
+            names = _tag_names(response, what)
+            new = set(names) - found
+            if not new:
+                return sorted(found)
+            found.update(new)
+            link = _next_page(response.headers.get("Link", ""), self.registry, path, what)
+            probing = link is None
+            path = link or f"{base}?" + urlencode({"n": page_size, "last": names[-1]})
+            if path in asked:
+                raise RegistryError(f"{what}: its pages loop (page {page + 2} is {path})")
+        raise RegistryError(f"{what}: more than {max_pages} pages; refusing a partial list of tags")
 
     def delete_manifest(self, repository: str, digest: str) -> None:
         response = self._request("DELETE", f"/v2/{repository}/manifests/{digest}")
@@ -239,6 +292,34 @@ class RegistryClient:
             )
         if response.status_code != 404:
             _check(response, f"registry {self.registry}: delete {repository}@{digest}")
+
+
+def _tag_names(response: requests.Response, what: str) -> list[str]:
+    try:
+        body: Any = response.json()
+    except ValueError:
+        raise RegistryError(f"{what}: the answer is not JSON ({response.text[:80]!r})") from None
+    names = body.get("tags") if isinstance(body, dict) else None
+    if names is None:
+        return []
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise RegistryError(f"{what}: `tags` is not a list of names")
+    return names
+
+
+def _next_page(link: str, registry: str, current: str, what: str) -> str | None:
+    """The path of the `rel="next"` page a Link header names, resolved against the current
+    page; None without one. A next page on another host is refused: credentials go only to
+    the registry asked."""
+    for part in link.split(","):
+        m = _LINK.match(part.strip())
+        if m is None or "next" not in m.group("rel").split():
+            continue
+        target = urlsplit(urljoin(f"http://{registry}{current}", m.group("url")))
+        if target.netloc != registry:
+            raise RegistryError(f"{what}: its next page is on another host ({target.netloc})")
+        return str(target.path) + (f"?{target.query}" if target.query else "")
+    return None
 
 
 def _check(response: requests.Response, what: str) -> None:

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import re
 
-import yaml
-
 from builder.errors import TrainimgError
+from builder.matrix.yamlnodes import safe_load
 
 _TOP = re.compile(r"^[^\s#]")
 _KEY = re.compile(r"^(?P<indent>\s+)(?P<key>[A-Za-z0-9._-]+):\s*(?:#.*)?$")
@@ -76,7 +75,7 @@ def set_digest(text: str, os_key: str, digest: str | None) -> str:
     if not done:
         raise PinError(f"matrix.yaml: oses.{os_key} has no `base:` line to pin")
     out = "".join(lines)
-    parsed = yaml.safe_load(out)
+    parsed = safe_load(out)
     if (parsed.get("oses") or {}).get(os_key, {}).get("digest") != digest:
         raise PinError(f"matrix.yaml: could not set oses.{os_key}.digest safely; edit it by hand")
     return out

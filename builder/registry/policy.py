@@ -5,11 +5,13 @@ repository: policy.json (containers-policy.json(5)) and a registries.d entry
 GPG "simple signing", podman's own (`podman push --sign-by`): a signature is a detached GPG
 signature of the manifest digest and the reference, kept in "lookaside" storage beside the
 registry, read from `lookaside` (podman 4.3 spells it `sigstore`) and written to its
-`-staging` location. The policy requires a signature by the given public key for every image
-of the repository, under any of its tags (a signature binds the manifest digest and the
-repository: one manifest goes out as the cell tag and the content-hash tag); anything
-unsigned, or whose manifest changed after signing (its digest no longer matches a signature),
-is refused. Other images keep the stock policy unless
+`-staging` location. The policy requires a signature by the given public key whose identity
+is the reference pulled (`matchRepoDigestOrExact`, containers-policy.json(5)): `REPO:TAG`
+needs a signature made for exactly that tag, a pull by digest one for the repository. So an
+image signed under another tag, its manifest put under the cell tag, is refused; so is
+anything unsigned, or whose manifest changed after signing (its digest no longer matches a
+signature). One manifest pushed as the cell tag and the build-hash tag carries a signature for
+each (builder/registry/signing.py keeps both). Other images keep the stock policy unless
 `reject_others`.
 """
 
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+from builder.matrix.yamlnodes import safe_load
 from builder.registry.reference import Reference
 
 
@@ -34,9 +37,9 @@ def policy_json(repo: Reference, public_key: Path, *, reject_others: bool = Fals
                         "type": "signedBy",
                         "keyType": "GPGKeys",
                         "keyPath": str(public_key),
-                        # one manifest is pushed (and signed) under its cell tag and its
-                        # content-hash tag; the signature binds its digest either way
-                        "signedIdentity": {"type": "matchRepository"},
+                        # the signature must name the tag pulled (or, pulled by digest, the
+                        # repository): a signed manifest re-tagged is refused
+                        "signedIdentity": {"type": "matchRepoDigestOrExact"},
                     }
                 ]
             },
@@ -69,7 +72,7 @@ def staging_for(repo: Reference, directories: list[Path]) -> str | None:
             continue
         best: tuple[int, str] | None = None
         for f in sorted(d.glob("*.yaml")):
-            data = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
+            data = safe_load(f.read_text(encoding="utf-8")) or {}
             for scope, entry in (data.get("docker") or {}).items():
                 if not isinstance(entry, dict):
                     continue

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 
-from builder.engines.base import Engine, EngineError
+from builder.engines.base import EngineError
+from builder.engines.roles import RegistryTransfer
 from builder.errors import TrainimgError
 from builder.registry import auth, reference
 
@@ -19,7 +20,7 @@ class PullError(TrainimgError):
     pass
 
 
-def pull_base(engine: Engine, ref_text: str, cell: str) -> None:
+def pull_base(engine: RegistryTransfer, ref_text: str, cell: str) -> None:
     ref = reference.parse_reference(ref_text, what=f"cell {cell}: base")
     creds = auth.lookup(ref.registry, os.environ)
     try:

@@ -2,7 +2,16 @@
 through gpgme; the key in the user's keyring, $GNUPGHOME). The libpod API cannot sign, so the
 push goes through the podman CLI against the same store (an isolated store's configuration,
 or the host's podman). The signature is written where registries.d says (`trainimg policy`
-writes that entry); with no entry for the repository the push is refused before anything moves.
+writes that entry); with no entry for the repository, or one podman cannot write (it writes
+only a file:// staging, docs/signature-protocols.md of containers/image, and only a directory
+this user may create files in), the push is refused before anything moves.
+
+Signatures are kept per manifest digest (the lookaside layout `<repo path>@sha256=<hex>/
+signature-<n>`), one per tag it was pushed as: podman writes the new signature as signature-1
+and removes the rest, so the ones the digest had before the push are put back beside it
+(`keep_signatures`) and a later tag never replaces an earlier one's; under the policy's
+matchRepoDigestOrExact each tag needs its own.
+
 Credentials reach podman as the path of the file they came from (--authfile), never on its
 command line.
 """
@@ -12,8 +21,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
-from builder.credentials import Credentials
+from builder.engines.credentials import Credentials
 from builder.errors import TrainimgError
 from builder.registry.policy import staging_for
 from builder.registry.reference import Reference
@@ -30,7 +40,9 @@ def registries_d_dirs(env: Mapping[str, str] | None = None) -> list[Path]:
     return [home / ".config" / "containers" / "registries.d", Path("/etc/containers/registries.d")]
 
 
-def check_staging(repo: Reference, env: Mapping[str, str] | None = None) -> str:
+def check_staging(repo: Reference, env: Mapping[str, str] | None = None) -> Path:
+    """The directory podman will write `repo`'s signatures to; SigningError (exit 2) when there
+    is none, it is not a file:// location, or this user cannot write there."""
     staging = staging_for(repo, registries_d_dirs(env))
     if staging is None:
         raise SigningError(
@@ -38,7 +50,50 @@ def check_staging(repo: Reference, env: Mapping[str, str] | None = None) -> str:
             f"{', '.join(map(str, registries_d_dirs(env)))}): write one with `trainimg policy "
             f"--registry {repo.name} --key PUBLIC-KEY --signatures DIR-OR-URL`"
         )
-    return staging
+    url = urlparse(staging)
+    if url.scheme != "file":
+        raise SigningError(
+            f"the signature staging of {repo.name} is {staging!r}: podman writes signatures only "
+            "to a file:// directory (an http(s) lookaside is read-only); write the policy again "
+            "with `trainimg policy ... --signatures URL --staging DIR`, and publish DIR at URL"
+        )
+    directory = Path(unquote(url.path))
+    existing = next(d for d in (directory, *directory.parents) if d.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise SigningError(
+            f"the signature staging of {repo.name}, {directory}, cannot be written by this user "
+            f"({existing} is not a writable directory): nothing pushed"
+        )
+    return directory
+
+
+def signature_dir(staging: Path, repo: Reference, digest: str) -> Path:
+    """Where the lookaside keeps the signatures of one manifest of `repo`."""
+    algorithm, _, hexdigest = digest.partition(":")
+    return staging / f"{repo.repository}@{algorithm}={hexdigest}"
+
+
+def read_signatures(staging: Path, repo: Reference) -> dict[str, list[bytes]]:
+    """Every signature of `repo` in the staging directory, by manifest directory name."""
+    parent = (staging / repo.repository).parent
+    name = repo.repository.rsplit("/", 1)[-1]
+    out = {}
+    for d in sorted(parent.glob(f"{name}@*")) if parent.is_dir() else []:
+        sigs = sorted(d.glob("signature-*"), key=lambda f: int(f.name.split("-")[1] or 0))
+        out[d.name] = [f.read_bytes() for f in sigs if f.name.split("-")[1].isdigit()]
+    return out
+
+
+def keep_signatures(directory: Path, before: list[bytes]) -> int:
+    """Put back the signatures a manifest had before a push beside the one it wrote; how many
+    it has now (signature-1..n, each distinct)."""
+    now = [f.read_bytes() for f in sorted(directory.glob("signature-*"))]
+    merged = list(dict.fromkeys([*before, *now]))
+    for i, blob in enumerate(merged, 1):
+        tmp = directory / f".signature-{i}.tmp"
+        tmp.write_bytes(blob)
+        tmp.replace(directory / f"signature-{i}")
+    return len(merged)
 
 
 def push_signed(

@@ -6,7 +6,12 @@ cyclonedx-python-lib and checked with its JSON-schema validator).
   listed with the property trainimg:origin and no hash);
 - every OS package as `pkg:deb/<os id>/<name>@<version>?arch=..&distro=<id>-<version>` or
   `pkg:rpm/<os id>/<name>@<version>-<release>?arch=..&distro=..[&epoch=..]`, read inside the
-  image (the distro qualifier from its /etc/os-release);
+  image (the distro qualifier from its /etc/os-release), with `upstream=<source>[@<version>]`
+  where the binary package's source package differs (libssl3 -> openssl: Debian's advisories
+  and scanners' matches are keyed by source; syft writes the same qualifier);
+- a supplier on every component (NTIA minimum elements): the distribution for OS packages, the
+  wheel's own Maintainer/Author for Python packages, the registry for a base image, NVIDIA for
+  the CUDA libraries of nvidia-* wheels and the CUDA toolkit;
 - the base image (and the parent of an extended image) as `pkg:oci` with its digest;
 - every CUDA library with its SASS and PTX lists as properties.
 The serial number and timestamp derive from the image id and build time, so the same image
@@ -20,9 +25,10 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from cyclonedx.model import HashAlgorithm, HashType, Property
+from cyclonedx.model import HashAlgorithm, HashType, Property, XsUri
 from cyclonedx.model.bom import Bom
 from cyclonedx.model.component import Component, ComponentType
+from cyclonedx.model.contact import OrganizationalEntity
 from cyclonedx.output.json import JsonV1Dot6
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
@@ -30,8 +36,9 @@ from packageurl import PackageURL
 from packaging.utils import canonicalize_name
 
 from builder import __version__
+from builder.build.lock import BuildRecord
 from builder.errors import TrainimgError
-from builder.lock import BuildRecord
+from builder.spec import layout
 
 PROPERTY = "trainimg"
 SCHEMA = SchemaVersion.V1_6
@@ -39,6 +46,25 @@ SCHEMA = SchemaVersion.V1_6
 
 class SbomError(TrainimgError):
     pass
+
+
+def _supplier(name: str, url: str | None = None) -> OrganizationalEntity:
+    return OrganizationalEntity(name=name, urls=[XsUri(url)] if url else None)
+
+
+UNKNOWN_SUPPLIER = "unknown (no Maintainer or Author in its metadata)"
+NVIDIA = _supplier("NVIDIA Corporation", "https://www.nvidia.com/")
+TRAINIMG = _supplier("trainimg")
+
+
+def upstream(pkg: Mapping[str, str]) -> str | None:
+    """The purl `upstream` qualifier of an OS package: its source package, with the source's
+    version where that differs; None when the package is its own source."""
+    source = pkg.get("source") or ""
+    version = pkg.get("source_version") or pkg["version"]
+    if not source or (source, version) == (pkg["name"], pkg["version"]):
+        return None
+    return source if version == pkg["version"] else f"{source}@{version}"
 
 
 def _sha256(hex_digest: str) -> HashType:
@@ -57,8 +83,11 @@ def _oci(ref: str, digest: str | None) -> Component:
         repo = f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]
     name = repo.rsplit("/", 1)[-1]
     qualifiers = {"repository_url": repo} if "/" in repo else {}
+    host = repo.split("/", 1)[0] if "/" in repo else ""
+    local = not host or host == "localhost" or ref.startswith("sha256:")
     return Component(
         type=ComponentType.CONTAINER,
+        supplier=TRAINIMG if local else _supplier(host),
         name=repo,
         version=digest or "unpinned",
         purl=PackageURL("oci", None, name, digest, qualifiers) if digest else None,
@@ -73,15 +102,20 @@ def _os_packages(inventory: Mapping[str, Any]) -> list[Component]:
     vendor = str(osr.get("ID") or "unknown")
     distro = f"{vendor}-{osr.get('VERSION_ID', '')}"
     kind = inventory.get("package_type")
+    supplier = _supplier(str(osr.get("NAME") or vendor), osr.get("HOME_URL"))
     out = []
     for pkg in inventory.get("packages") or ():
         qualifiers = {"arch": pkg["arch"], "distro": distro}
         if pkg.get("epoch"):
             qualifiers["epoch"] = pkg["epoch"]
+        source = upstream(pkg)
+        if source:
+            qualifiers["upstream"] = source
         purl = PackageURL(str(kind), vendor, pkg["name"], pkg["version"], qualifiers)
         out.append(
             Component(
                 type=ComponentType.LIBRARY if kind == "deb" else ComponentType.APPLICATION,
+                supplier=supplier,
                 name=pkg["name"],
                 version=pkg["version"],
                 purl=purl,
@@ -95,15 +129,41 @@ def build_bom(image: str, record: BuildRecord, inventory: Mapping[str, Any], *, 
     bom = Bom()
     bom.serial_number = uuid.uuid5(uuid.NAMESPACE_URL, f"trainimg:{record.image_id}")
     bom.metadata.timestamp = dt.datetime.fromisoformat(record.built_at.replace("Z", "+00:00"))
+    root = _image(image, record, cell)
+    bom.metadata.component = root
+    bom.metadata.tools.components.add(
+        Component(
+            type=ComponentType.APPLICATION, name="trainimg", version=__version__, supplier=TRAINIMG
+        )
+    )
+    components: list[Component] = [_oci(record.base_image, record.base_digest)]
+    if record.parent:
+        components.append(_oci(record.parent["image_id"], record.parent.get("digest") or None))
+    components += _python_packages(record, inventory)
+    components += _os_packages(inventory)
+    components += _cuda_libraries(inventory)
+    seen: set[str] = set()
+    for c in components:
+        if str(c.bom_ref) in seen:
+            continue
+        seen.add(str(c.bom_ref))
+        bom.components.add(c)
+    bom.register_dependency(root, list(bom.components))
+    return bom
+
+
+def _image(image: str, record: BuildRecord, cell: str) -> Component:
+    """The image itself, the BOM's subject: its id, hashes, engine, build time and labels."""
     root = Component(
         type=ComponentType.CONTAINER,
         name=image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image,
         version=cell,
+        supplier=TRAINIMG,
         hashes=[_sha256(record.image_id)],
         bom_ref=f"image:{record.image_id}",
         properties=[
             Property(name=f"{PROPERTY}:image.id", value=record.image_id),
-            Property(name=f"{PROPERTY}:content-hash", value=record.content_hash),
+            Property(name=f"{PROPERTY}:build-hash", value=record.build_hash),
             Property(name=f"{PROPERTY}:engine", value=record.engine),
             Property(name=f"{PROPERTY}:built-at", value=record.built_at),
             *[
@@ -114,19 +174,27 @@ def build_bom(image: str, record: BuildRecord, inventory: Mapping[str, Any], *, 
     )
     if record.digest:
         root.properties.add(Property(name=f"{PROPERTY}:manifest.digest", value=record.digest))
-    bom.metadata.component = root
-    bom.metadata.tools.components.add(
-        Component(type=ComponentType.APPLICATION, name="trainimg", version=__version__)
-    )
-    components: list[Component] = [_oci(record.base_image, record.base_digest)]
-    if record.parent:
-        components.append(_oci(record.parent["image_id"], record.parent.get("digest") or None))
+    return root
+
+
+def _python_packages(record: BuildRecord, inventory: Mapping[str, Any]) -> list[Component]:
+    """Every locked wheel with its pinned sha256, then each installed distribution the lock
+    does not name (marked as not from the wheelhouse lock)."""
+    components: list[Component] = []
     locked = {canonicalize_name(pin.partition("==")[0]): pin for pin in record.wheels}
+    authors = {
+        canonicalize_name(d["name"]): d.get("author") or "" for d in inventory.get("python") or ()
+    }
+
+    def supplier(name: str) -> OrganizationalEntity:
+        return _supplier(authors.get(canonicalize_name(name)) or UNKNOWN_SUPPLIER)
+
     for pin, sha in sorted(record.wheels.items()):
         name, _, version = pin.partition("==")
         components.append(
             Component(
                 type=ComponentType.LIBRARY,
+                supplier=supplier(name),
                 name=canonicalize_name(name),
                 version=version,
                 purl=PackageURL("pypi", None, canonicalize_name(name), version),
@@ -142,6 +210,7 @@ def build_bom(image: str, record: BuildRecord, inventory: Mapping[str, Any], *, 
         components.append(
             Component(
                 type=ComponentType.LIBRARY,
+                supplier=supplier(name),
                 name=name,
                 version=dist["version"],
                 purl=purl,
@@ -151,11 +220,29 @@ def build_bom(image: str, record: BuildRecord, inventory: Mapping[str, Any], *, 
                 ],
             )
         )
-    components += _os_packages(inventory)
+    return components
+
+
+def _library_supplier(path: str, inventory: Mapping[str, Any]) -> OrganizationalEntity:
+    """NVIDIA for the nvidia-* wheels and the CUDA toolkit; else the wheel whose directory holds
+    the library (torch/lib/... -> torch's maintainer)."""
+    if "/site-packages/nvidia/" in path or path.startswith(layout.CUDA_LINK):  # and cuda-<ver>
+        return NVIDIA
+    top = path.split("/site-packages/", 1)[-1].split("/", 1)[0] if "/site-packages/" in path else ""
+    for d in inventory.get("python") or ():
+        if top and canonicalize_name(d["name"]) == canonicalize_name(top) and d.get("author"):
+            return _supplier(d["author"])
+    return _supplier(UNKNOWN_SUPPLIER)
+
+
+def _cuda_libraries(inventory: Mapping[str, Any]) -> list[Component]:
+    """The CUDA libraries found in the image, with the SASS and PTX they carry."""
+    components: list[Component] = []
     for lib in inventory.get("cuda_libraries") or ():
         components.append(
             Component(
                 type=ComponentType.LIBRARY,
+                supplier=_library_supplier(lib["path"], inventory),
                 name=lib["path"].rsplit("/", 1)[-1],
                 bom_ref=f"file:{lib['path']}",
                 properties=[
@@ -165,14 +252,7 @@ def build_bom(image: str, record: BuildRecord, inventory: Mapping[str, Any], *, 
                 ],
             )
         )
-    seen: set[str] = set()
-    for c in components:
-        if str(c.bom_ref) in seen:
-            continue
-        seen.add(str(c.bom_ref))
-        bom.components.add(c)
-    bom.register_dependency(root, list(bom.components))
-    return bom
+    return components
 
 
 def sbom_json(bom: Bom) -> str:

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.atomic_file import atomic_write
-from builder.engines.base import Engine
+from builder.build.lock import BuildRecord
+from builder.build.source_date import source_date_epoch
+from builder.engines.roles import InspectAndRun
 from builder.errors import TrainimgError
-from builder.lock import BuildRecord
 from builder.sbom import cyclonedx, inventory, provenance
-from builder.source_date import source_date_epoch
 from builder.workspace import Workspace
 
 
@@ -38,7 +38,9 @@ def find_record(
     )
 
 
-def gather_documents(ws: Workspace, engine: Engine, name: str, record: BuildRecord) -> Documents:
+def gather_documents(
+    ws: Workspace, engine: InspectAndRun, name: str, record: BuildRecord
+) -> Documents:
     image = record.tags[0] if record.tags else record.image_id
     inv = inventory.read_inventory(engine, record.image_id)
     bom = cyclonedx.build_bom(image, record, inv, cell=name)

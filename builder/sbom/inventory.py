@@ -1,15 +1,16 @@
 """What an SBOM needs from inside an image, read by one short container run: /etc/os-release,
-the OS packages (dpkg-query or rpm), the Python distributions of the venv, and the SASS/PTX of
-every CUDA library (the fatbin reader, builder/fatbin.py, in a second run)."""
+the OS packages (dpkg-query or rpm, each with its source package: Debian's advisories are keyed
+by it), the Python distributions of the venv (with their author or maintainer), and the
+SASS/PTX of every CUDA library (the fatbin reader, builder/arches/fatbin.py, in a second run)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from builder.engines.base import Engine
-from builder.image_probe import run_probe
-from builder.labels import VENV
-from builder.verify.scan import IMAGE_ROOTS, scan_image
+from builder.arches.scan import IMAGE_ROOTS, scan_image
+from builder.engines.image_probe import run_probe
+from builder.engines.roles import ContainerRunner
+from builder.spec.layout import VENV_PYTHON
 
 INVENTORY_PROBE = r"""
 import json, shutil, subprocess
@@ -22,32 +23,39 @@ with open("/etc/os-release") as fh:
             out["os_release"][key] = value.strip('"')
 if shutil.which("dpkg-query"):
     out["package_type"] = "deb"
-    text = subprocess.run(["dpkg-query", "-W", "-f", "${Package}\t${Version}\t${Architecture}\n"],
+    fmt = "${Package}\t${Version}\t${Architecture}\t${source:Package}\t${source:Version}\n"
+    text = subprocess.run(["dpkg-query", "-W", "-f", fmt],
                           capture_output=True, text=True, check=True).stdout
     for line in text.splitlines():
-        name, version, arch = line.split("\t")
-        out["packages"].append({"name": name, "version": version, "arch": arch})
+        name, version, arch, source, source_version = line.split("\t")
+        out["packages"].append({"name": name, "version": version, "arch": arch,
+                                "source": source, "source_version": source_version})
 elif shutil.which("rpm"):
     out["package_type"] = "rpm"
-    fmt = "%{NAME}\t%{EPOCH}\t%{VERSION}-%{RELEASE}\t%{ARCH}\n"
+    fmt = "%{NAME}\t%{EPOCH}\t%{VERSION}-%{RELEASE}\t%{ARCH}\t%{SOURCERPM}\n"
     text = subprocess.run(["rpm", "-qa", "--qf", fmt], capture_output=True, text=True,
                           check=True).stdout
     for line in text.splitlines():
-        name, epoch, version, arch = line.split("\t")
+        name, epoch, version, arch, source = line.split("\t")
         pkg = {"name": name, "version": version, "arch": arch}
+        if source not in ("(none)", ""):
+            pkg["source"] = source
         if epoch not in ("(none)", ""):
             pkg["epoch"] = epoch
         out["packages"].append(pkg)
 for d in md.distributions():
+    who = (d.metadata["Maintainer"] or d.metadata["Author"] or d.metadata["Maintainer-email"]
+           or d.metadata["Author-email"] or "")
     out["python"].append({"name": d.metadata["Name"], "version": d.version,
-                          "installer": (d.read_text("INSTALLER") or "").strip()})
+                          "installer": (d.read_text("INSTALLER") or "").strip(),
+                          "author": " ".join(str(who).split())[:200]})
 print(json.dumps(out, sort_keys=True))
 """
 
 
-def read_inventory(engine: Engine, image: str) -> dict[str, Any]:
+def read_inventory(engine: ContainerRunner, image: str) -> dict[str, Any]:
     data = run_probe(engine, image, INVENTORY_PROBE, what="packages", user="0")
-    scan = scan_image(engine, image, IMAGE_ROOTS, python=f"{VENV}/bin/python")
+    scan = scan_image(engine, image, IMAGE_ROOTS, python=VENV_PYTHON)
     data["cuda_libraries"] = [
         {"path": lib["path"], "sass": list(lib["sass"]), "ptx": list(lib["ptx"])}
         for lib in scan["libraries"]

@@ -1,7 +1,7 @@
 """An in-toto Statement (v1) with a SLSA provenance (v1) predicate for a built image (pure).
 
 Subject: the image id (its config digest) and, where the engine or registry reports one, its
-manifest digest. The build definition names the cell and its content hash (external
+manifest digest. The build definition names the cell and its build hash (external
 parameters), the engine, its version and SOURCE_DATE_EPOCH (internal), and resolves every input:
 the base image by digest, the rendered Containerfile by sha256, every wheel by the sha256 its
 wheelhouse lock pinned. https://slsa.dev/spec/v1.0/provenance, https://in-toto.io/Statement/v1.
@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from builder import __version__
-from builder.lock import BuildRecord
+from builder.build.lock import BuildRecord
 from builder.sbom.cyclonedx import wheel_purl
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -60,7 +60,7 @@ def statement(
         "predicate": {
             "buildDefinition": {
                 "buildType": f"{source}/build/v1",
-                "externalParameters": {"cell": cell, "contentHash": record.content_hash},
+                "externalParameters": {"cell": cell, "buildHash": record.build_hash},
                 "internalParameters": {
                     "engine": record.engine,
                     "engineVersion": engine_version,

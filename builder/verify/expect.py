@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from builder import labels as label_rules
-from builder.cell_hash import content_hash
 from builder.facts import cuda as cuda_rules
 from builder.facts.oses import DISTROS
 from builder.matrix.model import Cell, Project
-from builder.trainer_version import TrainerVersionError, trainer_version
+from builder.spec import labels as label_rules
+from builder.spec.cell_hash import cell_hash
+from builder.spec.trainer_version import TrainerVersionError, trainer_version
 
 
 def _checkout_trainer_version() -> str | None:
@@ -40,11 +40,11 @@ def from_cell(cell: Cell, project: Project) -> dict[str, Any]:
         "cuda": cuda,
         "torch_cuda": cuda_rules.minor(cell.cuda.version) if cell.cuda is not None else None,
         "gcc": cell.gcc if cell.flavour == "devel" else None,
-        "arch_list": list(label_rules.cell_arch_list(cell)),
+        "arch_list": None if (a := label_rules.cell_arch_list(cell)) is None else list(a),
         "nvidia_require_cuda": label_rules.require_cuda(cell),
         "cuda_source": str(src) if (src := label_rules.cuda_source(cell)) else None,
         "labels": label_rules.cell_labels(cell, project),
-        "content_hash": content_hash(cell, project),
+        "cell_hash": cell_hash(cell, project),
         "env": label_rules.env(cell),
         "trainer_version": _checkout_trainer_version(),
     }
@@ -73,7 +73,7 @@ def from_labels(image_labels: dict[str, str]) -> dict[str, Any]:
         "nvidia_require_cuda": None,
         "cuda_source": image_labels.get(label_rules.CUDA_SOURCE_LABEL),
         "labels": None,
-        "content_hash": None,
+        "cell_hash": None,
         "env": None,
         "trainer_version": (
             image_labels.get(label_rules.TRAINER_VERSION_LABEL) or _checkout_trainer_version()

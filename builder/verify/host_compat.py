@@ -3,7 +3,8 @@ judgement (builder/judgement/image.py), on the image's labels and environment an
 driver and GPUs; and whether the image's NVIDIA_REQUIRE_CUDA claims only what the image has
 (brand windows promise forward compatibility, which needs cuda-compat inside).
 
-Pure but for read_this_host, which reads /proc like `trainimg run` does."""
+Pure but for read_this_host, which reads this host as `trainimg run` does
+(builder/host/this_host.py)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,11 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-from builder.engines.base import ImageInfo
 from builder.facts.driver_version import DriverVersion
+from builder.host.this_host import module_flavour, nvidia
+from builder.judgement.gpu_identity import GpuIdentity, identify
 from builder.judgement.image import ImageVerdict, judge
-from builder.judgement.image_facts import DriverState
-from builder.launch.gpucheck import host_gpus, image_facts
-from builder.launch.hostfacts import module_flavour, nvidia
-from builder.launch.request import LaunchHost
-from builder.nvidia_require.admission import VisibleGpu
+from builder.judgement.image_facts import DriverState, image_facts
 from builder.nvidia_require.syntax import parse_require
 
 
@@ -28,7 +26,7 @@ def read_this_host(root: Path = Path("/")) -> dict[str, Any]:
     return {
         "driver": driver,
         "flavour": module_flavour(root),
-        "gpus": [{"arch": g.arch, "brand": g.brand, "name": g.name} for g in gpus],
+        "gpus": [{"name": g.name, "pci_id": g.pci_id, "bus": g.bus} for g in gpus],
         "count": count,
     }
 
@@ -40,22 +38,29 @@ def verdict_here(ctx: dict[str, Any], today: dt.date | None = None) -> ImageVerd
     if driver is None:
         return None
     image = ctx["image"]
-    info = ImageInfo(
-        id=str(image.get("id", "")),
-        tags=(str(image.get("ref", "")),),
-        digest=None,
-        size=0,
-        labels=dict(image.get("labels") or {}),
-        env=dict(image.get("env") or {}),
-        user=str(image.get("user") or ""),
-        entrypoint=tuple(image.get("entrypoint") or ()),
-        cmd=(),
+    gpus = tuple(_gpu(g) for g in host.get("gpus", []))
+    facts = image_facts(
+        str(image.get("ref", "")),
+        {str(k): str(v) for k, v in (image.get("env") or {}).items()},
+        {str(k): str(v) for k, v in (image.get("labels") or {}).items()},
     )
-    gpus = tuple(VisibleGpu(g["arch"], g["brand"], g.get("name", "")) for g in host.get("gpus", []))
-    launch = LaunchHost("podman", False, 0, 0, gpus=gpus)
-    facts = image_facts(str(image.get("ref", "")), info)
     state = DriverState(driver, host.get("flavour"))
-    return judge(facts, state, host_gpus(launch), today or dt.date.today())
+    return judge(facts, state, gpus, today or dt.date.today())
+
+
+def _gpu(g: dict[str, Any]) -> GpuIdentity:
+    """A GPU of read_this_host, identified again the one way (by PCI id, then name); `arch` and
+    `brand` (libnvidia-container's words) where a caller recorded them."""
+    major, _, minor = str(g.get("arch", "")).partition(".")
+    cc = (int(major), int(minor)) if major.isdigit() and minor.isdigit() else None
+    pci = g.get("pci_id")
+    return identify(
+        pci_id=pci if isinstance(pci, int) else None,
+        nvml_name=str(g.get("name", "")),
+        cc=cc,
+        nvml_brand=str(g.get("brand", "")),
+        bus=str(g.get("bus", "")),
+    )
 
 
 def compat_claim_problem(require: str, compat_libs: bool) -> str:

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from builder.engines.base import Engine, EngineError, RunSpec
-from builder.labels import VERIFY_LABEL
+from builder.engines.base import EngineError, RunSpec
+from builder.engines.roles import ContainerRunner
+from builder.spec.labels import VERIFY_LABEL
 
 CDI_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"))
 NVIDIA_DEVICE = Path("/dev/nvidia0")
@@ -85,7 +86,7 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 @contextmanager
 def running_container(
-    engine: Engine, image: str, *, gpus: bool, name: str | None = None
+    engine: ContainerRunner, image: str, *, gpus: bool, name: str | None = None
 ) -> Iterator[str]:
     """A started container of `image` for the checks; stopped and removed whatever happens."""
     name = name or f"trainimg-verify-{secrets.token_hex(4)}"
@@ -110,7 +111,7 @@ def running_container(
                 signal.signal(signal.SIGTERM, previous)
 
 
-def _remove(engine: Engine, name: str) -> None:
+def _remove(engine: ContainerRunner, name: str) -> None:
     """Remove the container even if a second Ctrl-C arrives while it is being removed."""
     for attempt in range(3):
         try:

@@ -13,7 +13,7 @@ import re
 import shlex
 from typing import Any
 
-from builder.verify.scan import parse_output, reader_argv
+from builder.arches.scan import parse_output, reader_argv
 
 KERNEL = (
     "__global__ void trainimg_twice(float *x, int n) {"

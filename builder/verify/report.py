@@ -99,6 +99,13 @@ class Collector:
 
     def __init__(self) -> None:
         self.checks: dict[str, _Tally] = {}
+        # pytest exits INTERRUPTED, and calls this hook, for a Ctrl-C and for a suite that
+        # failed to collect alike (its Session.Interrupted is a KeyboardInterrupt); only the
+        # exception's own type says which.
+        self.keyboard_interrupt = False
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        self.keyboard_interrupt = not isinstance(excinfo.value, pytest.Session.Interrupted)
 
     def _check(self, nodeid: str) -> _Tally:
         name = nodeid.rsplit("::", 1)[-1].removeprefix("test_")

@@ -12,17 +12,23 @@ from typing import Any
 
 import pytest
 
-from builder import lock as lockfile
-from builder.engines.base import Engine
+from builder.arches.scan import IMAGE_ROOTS
+from builder.build import lock as lockfile
+from builder.engines.roles import EngineConnection, InspectAndRun
 from builder.errors import TrainimgError
 from builder.judgement.registry import Registered, registered
-from builder.labels import CELL_LABEL
+from builder.spec.labels import CELL_LABEL
 from builder.verify import expect as expectations
 from builder.verify import host_compat, suite
 from builder.verify.lifecycle import plan_gpus, running_container
 from builder.verify.report import CheckResult, Collector, Report
-from builder.verify.scan import IMAGE_ROOTS
-from builder.verify.suite import test_image  # noqa: F401 - registers the verify checks
+from builder.verify.suite import (  # noqa: F401 - registers the verify checks, in run order
+    test_1_versions,
+    test_2_gpu_code,
+    test_3_training,
+    test_4_extensions,
+    test_5_configuration,
+)
 from builder.verify.target import find_cell
 from builder.workspace import Workspace
 
@@ -72,11 +78,14 @@ def run_suite(
         context_file = Path(tmp) / "context.json"
         context_file.write_text(json.dumps(ctx), encoding="utf-8")
         code = pytest.main(pytest_args(context_file, junitxml, only), plugins=[collector])
+    if code == pytest.ExitCode.INTERRUPTED and not collector.keyboard_interrupt:
+        # a collection error (reported as the "collect" check's error), not a Ctrl-C
+        code = pytest.ExitCode.TESTS_FAILED
     return int(code), collector.results()
 
 
 @contextlib.contextmanager
-def cli_environment(engine: Engine) -> Iterator[None]:
+def cli_environment(engine: EngineConnection) -> Iterator[None]:
     """testinfra's docker:// backend runs the docker CLI: point it at the engine's socket.
     (podman:// runs the podman CLI, which follows CONTAINERS_CONF like the engine does.)"""
     old = os.environ.get("DOCKER_HOST")
@@ -112,7 +121,7 @@ def supply_context(
 
 
 def verify(
-    engine: Engine,
+    engine: InspectAndRun,
     image: str,
     *,
     workspace: Workspace | None,

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from builder.errors import TrainimgError
-from builder.labels import BUILD_HASH_LABEL, BUILD_LABEL_ARGS
-from builder.os_install import OS_STAGE, os_install
+from builder.spec.labels import BUILD_HASH_LABEL, BUILD_LABEL_ARGS
+from builder.spec.os_install import OS_STAGE, os_install
 from builder.workspace import Workspace, open_workspace
-from tests.build.helpers import CPU_CELL, REPO, RunCli
 from tests.build.test_builder import REPOSITORY, Run
 from tests.conftest import write_standin_trainer
 from tests.fake_engine import FakeStore
+from tests.helpers import CPU_CELL, REPO, RunCli
 
 EL9_CELL = "rocky9-cu128-py3.12-torch2.11.0-runtime"  # project.default_gpu_cell
 
@@ -36,7 +36,7 @@ def build(ws: Workspace, tmp_path: Path) -> Run:
 def test_which_cells_download_in_their_os_stage(ws: Workspace) -> None:
     downloads = {cell.name: os_install(cell).downloads for cell in ws.cells}
     el9 = {n for n in downloads if ws.cell(n).os.family == "el9"}
-    assert len(el9) == 16 and all(downloads[n] for n in el9)
+    assert len(el9) == 19 and all(downloads[n] for n in el9)
     assert not any(downloads[n] for n in downloads if n not in el9)  # the Debian base has all
 
 
@@ -51,7 +51,7 @@ def test_el9_cell_as_readme_builds_it_gets_a_network_for_its_os_stage_only(build
     assert (stage.target, stage.network, dict(stage.labels)) == (OS_STAGE, None, {})
     assert (image.target, image.network) == (None, "none")
     # the build's own labels come as build arguments to the Containerfile's last LABEL
-    assert image.buildargs[BUILD_LABEL_ARGS[BUILD_HASH_LABEL]] == plan.content_hash
+    assert image.buildargs[BUILD_LABEL_ARGS[BUILD_HASH_LABEL]] == plan.build_hash
     assert stage.context == image.context and stage.buildargs == image.buildargs
     assert build.ui.events[1:3] == [
         f"{OS_STAGE} stage: OS packages, with the engine's default network",
@@ -85,6 +85,16 @@ def test_no_cache_builds_every_stage_with_the_os_stage_network(build: Run) -> No
     assert out.status == "built", out.error
     (only,) = build.store.requests
     assert (only.target, only.network, only.nocache) == (None, None, True)
+
+
+def test_no_layers_builds_every_stage_with_the_os_stage_network(build: Run) -> None:
+    """--no-layers keeps no stage in the layer cache, so the os stage cannot come from it: one
+    build, networked, asking the engine for no per-step layers."""
+    (out,) = build([build.ws.cell(EL9_CELL)], layers=False)
+    assert out.status == "built", out.error
+    (only,) = build.store.requests
+    assert (only.target, only.network, only.layers, only.nocache) == (None, None, False, False)
+    assert "--no-layers: every stage builds with the engine's default network" in build.ui.events
 
 
 def test_a_cell_without_os_packages_builds_once_without_a_network(build: Run) -> None:

@@ -1,24 +1,26 @@
-"""The builder's own logic against an in-memory engine: skip by content hash, tags, the lock,
+"""The builder's own logic against an in-memory engine: skip by build hash, tags, the lock,
 and what failures and Ctrl-C leave behind (nothing half-done)."""
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 
 import pytest
 
-from builder import lock
-from builder.build import Builder, Outcome
-from builder.build_plan import BuildOptions, BuildPlan, plan_cells
+from builder.build import lock
+from builder.build.builder import Builder, Outcome
+from builder.build.plan import BuildOptions, BuildPlan, plan_cells
 from builder.engines.base import BuildFailed, EngineError
+from builder.engines.proxy import from_environment
 from builder.errors import TrainimgError
 from builder.matrix.model import Cell
 from builder.workspace import Workspace, open_workspace
-from tests.build.helpers import CPU_CELL, REPO, MakeProject, RecordingUi
 from tests.build.test_wheelhouse import fake_closures, fake_wheel_bytes, fake_wheels, locked
 from tests.conftest import write_standin_trainer
 from tests.fake_engine import FakeEngine, FakeStore
+from tests.helpers import CPU_CELL, REPO, MakeProject, RecordingUi
 
 REPOSITORY = "localhost/t"
 
@@ -86,9 +88,9 @@ def test_build_tags_and_records(build: Run, store: FakeStore) -> None:
     assert rec.image_id == out.image_id
     assert sorted(rec.tags) == sorted(store.refs(REPOSITORY))
     assert f"{REPOSITORY}:{CPU_CELL}" in rec.tags
-    assert f"{REPOSITORY}:{rec.content_hash}" in rec.tags
+    assert f"{REPOSITORY}:{rec.build_hash}" in rec.tags
     assert rec.labels["io.trainimg.trainer.version"] == "1.0.0"
-    assert rec.labels["io.trainimg.build.hash"] == rec.content_hash
+    assert rec.labels["io.trainimg.build.hash"] == rec.build_hash
     assert (rec.torch, rec.cuda, rec.engine) == ("2.13.0+cpu", None, "fake")
     assert not list(build.work.iterdir())  # the context tarball is gone
 
@@ -114,12 +116,12 @@ def test_skip_repairs_the_cell_tag_and_a_lost_record(build: Run, store: FakeStor
 
 def test_trainer_change_is_a_new_image_and_keeps_the_old(build: Run, store: FakeStore) -> None:
     (first,) = build()
-    old_hash = lock.read(build.lock)[CPU_CELL].content_hash
+    old_hash = lock.read(build.lock)[CPU_CELL].build_hash
     (build.trainer / "__main__.py").write_text("print('changed')\n")
     (second,) = build()
     rec = lock.read(build.lock)[CPU_CELL]
     assert second.status == "built" and second.image_id != first.image_id
-    assert rec.content_hash != old_hash
+    assert rec.build_hash != old_hash
     assert store.names[f"{REPOSITORY}:{CPU_CELL}"] == second.image_id
     assert store.names[f"{REPOSITORY}:{old_hash}"] == first.image_id
 
@@ -186,7 +188,7 @@ def test_ctrl_c_between_the_two_tags_rolls_back_the_first(build: Run, store: Fak
     fired: list[str] = []
 
     def interrupt(ref: str) -> None:
-        if ref == cell_tag and not fired:  # the content-hash tag is already on
+        if ref == cell_tag and not fired:  # the build-hash tag is already on
             fired.append(ref)
             raise KeyboardInterrupt
 
@@ -319,7 +321,7 @@ def test_wheelhouse_means_offline(
         plan_cells(ws, [ws.cell(CPU_CELL)], FakeEngine(store), BuildOptions(trainer_dir=trainer))
 
 
-def test_a_changed_wheel_changes_the_content_hash(build: Run) -> None:
+def test_a_changed_wheel_changes_the_build_hash(build: Run) -> None:
     (first,) = build.plans()
     name = "filelock-3.20.0-py3-none-any.whl"
     (build.wheelhouse / name).write_bytes(fake_wheel_bytes(name, b"re-published"))
@@ -327,4 +329,24 @@ def test_a_changed_wheel_changes_the_content_hash(build: Run) -> None:
         build.plans()
     locked(build.wheelhouse)  # the new bytes, locked: a new image, never the old layers
     (second,) = build.plans()
-    assert second.content_hash != first.content_hash
+    assert second.build_hash != first.build_hash
+
+
+def test_a_proxy_reaches_the_engine_but_not_the_hash_the_labels_or_the_lock(
+    build: Run, store: FakeStore
+) -> None:
+    """The same build with and without a proxy: one build hash, one lock record; the engine
+    got the proxy on its request (tests/engines/test_proxy.py shows podman keeps it out of
+    the image), never as one of the build arguments the hash covers."""
+    secret = "planted-S3cret"  # noqa: S105 - planted, grepped for
+    proxy = from_environment({}, f"http://u:{secret}@proxy.example:3128")
+    (plain,) = build()
+    before = lock.read(build.lock)[CPU_CELL].build_hash
+    (out,) = build(proxy=proxy, force=True)
+    assert out.status == "built" and out.image_id == plain.image_id
+    assert build.lock.read_text(encoding="utf-8").count(secret) == 0
+    assert lock.read(build.lock)[CPU_CELL].build_hash == before
+    last = store.requests[-1]
+    assert last.proxy == proxy and secret not in json.dumps(dict(last.buildargs))
+    assert secret not in json.dumps(dict(last.labels)) and secret not in repr(last)
+    assert all(secret not in line for line in build.ui.lines)

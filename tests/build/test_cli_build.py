@@ -1,5 +1,6 @@
-"""`trainimg build` against the real podman service: the bad-input cases the issue lists, as a
-user meets them - the message, the exit code, and what is left behind (nothing)."""
+"""`trainimg build` against the real podman service: the bad inputs a user meets (no base, a
+missing wheel, a failing step, Ctrl-C) - the message, the exit code, and what is left behind
+(nothing)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from builder.build.wheelhouse import LOCK_NAME
 from builder.engines.local_podman import LocalPodman
-from builder.wheelhouse import LOCK_NAME
-from tests.build.helpers import CPU_CELL, REPO, MakeProject, RunCli, repo_refs
 from tests.conftest import CACHE
+from tests.helpers import CPU_CELL, REPO, MakeProject, RunCli, repo_refs
 
 pytestmark = [pytest.mark.engine]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.build.helpers import REPO, RunCli
+from tests.helpers import REPO, RunCli
 
 MATRIX = str(REPO / "matrix.yaml")
 

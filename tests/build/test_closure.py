@@ -9,8 +9,8 @@ import pytest
 from packaging.tags import Tag
 from packaging.utils import canonicalize_name
 
-from builder.closure import MetadataError, marker_environment, requires_dist, resolve
-from builder.wheelhouse import scan
+from builder.build.closure import MetadataError, marker_environment, requires_dist, resolve
+from builder.build.wheelhouse import scan
 from tests.build.test_wheelhouse import fake_wheel_bytes
 
 TAGS = frozenset({Tag("py3", "none", "any"), Tag("cp311", "cp311", "manylinux_2_28_x86_64")})

@@ -1,6 +1,6 @@
 """Identical inputs give an identical image without the layer cache: a `--no-cache` build of the
 CPU cell gives the image id the session's build of it gave (on a fresh machine that one was cold
-too), because the build's date comes from its inputs (builder/source_date.py): libpod's
+too), because the build's date comes from its inputs (builder/build/source_date.py): libpod's
 `timestamp` for creation times and file mtimes, SOURCE_DATE_EPOCH for pip's byte-code.
 
 Named to run before test_registry_build.py: once the session's podman service has pulled the
@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builder.build import Builder
-from builder.build_plan import BuildOptions, plan_cells
+from builder.build.builder import Builder
+from builder.build.plan import BuildOptions, plan_cells
+from builder.build.source_date import BUILD_ARG, source_date_epoch
 from builder.engines.podman import PodmanEngine
-from builder.labels import BASE_LISTS_DATE_LABEL
-from builder.source_date import BUILD_ARG, source_date_epoch
+from builder.spec.labels import BASE_LISTS_DATE_LABEL
 from builder.workspace import open_workspace
-from tests.build.helpers import CPU_CELL, REPO, RunCli
 from tests.conftest import CACHE
+from tests.helpers import CPU_CELL, REPO, RunCli
 
 
 def test_a_no_cache_build_gives_the_same_image_id(

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from builder.base_image import BaseSpec, make_offline_base
+from builder.build.base_image import BaseSpec, make_offline_base
 from builder.engines.discover import unix_ping
 from builder.engines.local_podman import LocalPodman
-from tests.build.dockerd import unmount_all
-from tests.build.helpers import MakeProject
 from tests.build.test_cli_build import SLOW, TINY
 from tests.conftest import BASE_TAG, CACHE
+from tests.engines.dockerd import unmount_all
+from tests.helpers import MakeProject
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

@@ -1,4 +1,4 @@
-"""The build context and its content hash: what changes the hash, what does not, the tarball."""
+"""The build context and its build hash: what changes the hash, what does not, the tarball."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from builder.build_context import BuildContext, ContextError, assemble
-from builder.trainer_version import TrainerVersionError, trainer_version
-from builder.wheelhouse import Locked, Selection, sha256_file
+from builder.build.context import BuildContext, ContextError, assemble
+from builder.build.wheelhouse import Locked, Selection, sha256_file
+from builder.spec.trainer_version import TrainerVersionError, trainer_version
 from tests.conftest import write_standin_trainer
 
 CONTAINERFILE = "FROM localhost/base\nCOPY trainer/ /opt/trainimg/trainer/\n"
@@ -86,36 +86,36 @@ def test_layout(trainer: Path, wheels: Selection) -> None:
 
 
 def test_hash_covers_every_input(trainer: Path, wheels: Selection, tmp_path: Path) -> None:
-    base = ctx(trainer, wheels).content_hash
+    base = ctx(trainer, wheels).build_hash
     assert len(base) == 16
-    assert ctx(trainer, wheels, containerfile=CONTAINERFILE + "# x\n").content_hash != base
-    assert ctx(trainer, wheels, buildargs={}).content_hash != base
-    assert ctx(trainer, wheels, labels={"k": "v"}).content_hash != base
-    assert ctx(trainer, wheels, base="sha256:other").content_hash != base
-    assert ctx(trainer, None).content_hash != base
+    assert ctx(trainer, wheels, containerfile=CONTAINERFILE + "# x\n").build_hash != base
+    assert ctx(trainer, wheels, buildargs={}).build_hash != base
+    assert ctx(trainer, wheels, labels={"k": "v"}).build_hash != base
+    assert ctx(trainer, wheels, base="sha256:other").build_hash != base
+    assert ctx(trainer, None).build_hash != base
     (trainer / "models" / "tiny.py").write_text("WIDTH = 128\n")
-    changed = ctx(trainer, wheels).content_hash
+    changed = ctx(trainer, wheels).build_hash
     assert changed != base
     (trainer / "models" / "tiny.py").chmod(0o755)
-    assert ctx(trainer, wheels).content_hash != changed  # the mode reaches the image too
+    assert ctx(trainer, wheels).build_hash != changed  # the mode reaches the image too
     first = wheels.files[0][0]
     first.write_bytes(b"another build of a-1.0")
     rehashed = Selection(wheels.directory, (_locked(first), wheels.wheels[1]), wheels.groups)
-    assert ctx(trainer, rehashed).content_hash != ctx(trainer, wheels).content_hash
+    assert ctx(trainer, rehashed).build_hash != ctx(trainer, wheels).build_hash
 
 
 def test_hash_ignores_timestamps_caches_and_location(
     trainer: Path, wheels: Selection, tmp_path: Path
 ) -> None:
-    base = ctx(trainer, wheels).content_hash
+    base = ctx(trainer, wheels).build_hash
     os.utime(trainer / "__main__.py", (1, 1))
     (trainer / "__pycache__").mkdir()
     (trainer / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
     (trainer / "models" / "tiny.pyc").write_bytes(b"\0")
-    assert ctx(trainer, wheels).content_hash == base
+    assert ctx(trainer, wheels).build_hash == base
     moved = tmp_path / "elsewhere" / "trainer"
     shutil.copytree(trainer, moved)
-    assert ctx(moved, wheels).content_hash == base
+    assert ctx(moved, wheels).build_hash == base
 
 
 def test_tarball_is_deterministic(trainer: Path, wheels: Selection) -> None:

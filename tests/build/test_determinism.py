@@ -1,6 +1,6 @@
 """Identical inputs give an identical image on dockerd: `--force` rebuilds of an unchanged cell
 yield the same image id (labels and build inputs travel in a stable order; every step comes
-from the layer cache). On podman the same holds by tests/build/test_engines_build.py (a forced
+from the layer cache). On podman the same holds by tests/engines/test_engines_build.py (a forced
 rebuild is the session's image) and tests/build/test_cold_rebuild.py (so is a cold one)."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from builder.build import Builder
-from builder.build_plan import BuildOptions, plan_cells
-from builder.engines.base import Engine
+from builder.build.builder import Builder
+from builder.build.plan import BuildOptions, plan_cells
+from builder.engines.roles import Engine
 from builder.workspace import open_workspace
-from tests.build.helpers import CPU_CELL, REPO
-from tests.build.test_engines_build import ENGINES, engine_url
 from tests.conftest import CACHE
+from tests.engines.test_engines_build import ENGINES, engine_url
+from tests.helpers import CPU_CELL, REPO
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 REBUILDS = {"dockerd": 2}

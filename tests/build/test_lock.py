@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from builder import lock
-from builder.lock import BuildRecord, LockFileError
+from builder.build import lock
+from builder.build.lock import BuildRecord, LockFileError
 
 KEYS = {"image_id", "tags", "digest", "size", "base_image", "base_digest", "labels", "torch",
-        "cuda", "engine", "built_at", "content_hash", "pushed", "wheels", "parent",
+        "cuda", "engine", "built_at", "build_hash", "pushed", "wheels", "parent",
         "packages"}  # fmt: skip
 
 
@@ -30,7 +30,7 @@ def record(image: str = "sha256:" + "a" * 64, chash: str = "0123456789abcdef") -
         cuda=None,
         engine="podman",
         built_at="2026-01-01T00:00:00Z",
-        content_hash=chash,
+        build_hash=chash,
     )
 
 
@@ -102,6 +102,38 @@ def test_an_old_record_without_pushed_still_reads(tmp_path: Path) -> None:
     assert lock.read(path)["cell"].pushed == {}
 
 
+OLD_LOCK = Path(__file__).parents[1] / "data" / "lock" / "old_content_hash.json"
+
+
+def test_an_old_lock_with_content_hash_reads_and_is_rewritten_with_build_hash(
+    tmp_path: Path,
+) -> None:
+    """images/lock.json as committed before the build hash had its name: the record's
+    `content_hash` is its build hash (the image's tag), and the next write keeps only the new
+    field, in every record, the untouched ones included."""
+    path = tmp_path / "lock.json"
+    path.write_bytes(OLD_LOCK.read_bytes())
+    old = json.loads(path.read_text())["cells"]
+    (name,) = old
+    got = lock.read(path)[name]
+    assert got.build_hash == old[name]["content_hash"] == "c04d925ddff28747"
+    assert f"localhost/trainimg:{got.build_hash}" in got.tags
+    assert got.labels["io.trainimg.build.hash"] == got.build_hash
+    lock.update(path, "other", record())
+    cells = json.loads(path.read_text())["cells"]
+    assert all("content_hash" not in rec and "build_hash" in rec for rec in cells.values())
+    assert cells[name]["build_hash"] == "c04d925ddff28747"
+    assert set(cells[name]) == KEYS
+    assert lock.read(path)[name] == got
+
+
+def test_a_record_with_both_names_keeps_its_build_hash(tmp_path: Path) -> None:
+    path = tmp_path / "lock.json"
+    both = {**record().to_json(), "content_hash": "ffffffffffffffff"}
+    path.write_text(json.dumps({"schema": 1, "cells": {"cell": both}}))
+    assert lock.read(path)["cell"].build_hash == record().build_hash
+
+
 def _writer(path: str, writer: int, count: int) -> None:
     for i in range(count):
         lock.update(Path(path), f"w{writer}-{i:03d}", record(chash=f"{writer:04d}{i:012d}"))
@@ -123,5 +155,5 @@ def test_concurrent_writer_processes_lose_no_record(tmp_path: Path, writers: int
         assert p.exitcode == 0
     records = lock.read(path)
     assert len(records) == writers * count  # lost: 0
-    assert records["w0-000"].content_hash == "0000000000000000"
+    assert records["w0-000"].build_hash == "0000000000000000"
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".lock.json.")]

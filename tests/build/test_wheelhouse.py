@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from packaging.tags import Tag
 
-from builder.matrix.model import Cell, Project
-from builder.wheelhouse import (
+from builder.build.wheelhouse import (
     LOCK_NAME,
     WheelhouseError,
     fill,
@@ -23,8 +22,9 @@ from builder.wheelhouse import (
     supported_tags,
     write_lock,
 )
+from builder.matrix.model import Cell, Project
 from builder.workspace import Workspace, open_workspace
-from tests.build.helpers import CPU_CELL, REPO
+from tests.helpers import CPU_CELL, REPO
 
 # The files the default CPU cell needs (names as PyPI / the PyTorch index ship them).
 CPU_WHEELS = (
@@ -103,7 +103,7 @@ def fake_closures(directory: Path, cells: Iterable[Cell], project: Project) -> P
     names = {
         f"{r.name.replace('-', '_')}-{r.version}-py3-none-any.whl"
         for cell in cells
-        for r in requirements(cell, project)
+        for r in requirements(cell)
     }
     fake_wheels(directory, CPU_WHEELS)
     return fake_wheels(directory, tuple(sorted(names)))
@@ -115,7 +115,7 @@ def locked(directory: Path) -> Path:
 
 
 def test_requirements_are_the_containerfile_pins(cell: Cell, project: Project) -> None:
-    reqs = [str(r) for r in requirements(cell, project)]
+    reqs = [str(r) for r in requirements(cell)]
     assert reqs[:2] == ["torch==2.13.0+cpu", "torchao==0.18.0"]
     text = (REPO / "images" / CPU_CELL / "Containerfile").read_text()
     for req in reqs:

@@ -1,5 +1,5 @@
 """docs/architecture.md's map is the layout as it is: every file and directory it names exists,
-and every package of builder/ and trainer/ - and every module at the top of builder/ - is on it.
+and every package and every module of builder/ and trainer/ is an entry of its own, once.
 
 The map is the page's first code block: one entry a line (a name, then what it holds), nested
 by two spaces under the directory above it; continuation lines start in the description column.
@@ -32,11 +32,21 @@ def map_lines() -> list[str]:
 
 def named_paths() -> dict[PurePosixPath, str]:
     """Every path the map names -> the map line that names it."""
-    lines = map_lines()
+    return _walk()[0]
+
+
+def entries() -> list[PurePosixPath]:
+    """The map's entries (a name at the start of a line, under its directory), in order."""
+    return _walk()[1]
+
+
+def _walk(lines: list[str] | None = None) -> tuple[dict[PurePosixPath, str], list[PurePosixPath]]:
+    lines = map_lines() if lines is None else lines
     column = min(len(ln) - len(ln.lstrip()) for ln in lines if ln.strip())
     desc_col = max(ln.find("  ", len(ln) - len(ln.lstrip())) for ln in lines if ln.strip())
     parents: list[tuple[int, PurePosixPath]] = []  # (indent, directory) of the open entries
     found: dict[PurePosixPath, str] = {}
+    listed: list[PurePosixPath] = []
     here = PurePosixPath(".")
     for line in lines:
         if not line.strip():
@@ -50,6 +60,7 @@ def named_paths() -> dict[PurePosixPath, str]:
             base = parents[-1][1] if parents else PurePosixPath(".")
             name, _, description = line.strip().partition("  ")
             entry = base / name
+            listed.append(entry)
             if "<" not in name:
                 found[entry] = line
             here = entry if name.endswith("/") else entry.parent
@@ -59,7 +70,7 @@ def named_paths() -> dict[PurePosixPath, str]:
             top = token.split("/")[0]
             start = PurePosixPath(".") if (REPO / top).is_dir() and "/" in token else here
             found[start / token] = line
-    return found
+    return found, listed
 
 
 def test_the_map_reads_and_names_the_parts_it_must() -> None:
@@ -81,16 +92,33 @@ def packages() -> set[PurePosixPath]:
     }
 
 
-def test_every_package_and_every_top_level_builder_module_is_on_the_map() -> None:
-    named = set(named_paths())
-    named |= {parent for path in named for parent in path.parents}  # engines/base.py: engines/
-    modules = {
+def modules() -> set[PurePosixPath]:
+    return {
         PurePosixPath(p.relative_to(REPO).as_posix())
-        for p in (REPO / "builder").glob("*.py")
-        if p.name != "__init__.py"
+        for root in PACKAGE_ROOTS
+        for p in (REPO / root).rglob("*.py")
+        if p.name != "__init__.py" and "__pycache__" not in p.parts
     }
-    absent = sorted(str(p) for p in (packages() | modules) - named)
-    assert absent == [], "not on docs/architecture.md's map"
+
+
+def test_every_package_and_every_module_is_an_entry_once() -> None:
+    listed = entries()
+    twice = sorted({str(p) for p in listed if listed.count(p) > 1})
+    assert twice == [], "listed more than once on docs/architecture.md's map"
+    absent = sorted(str(p) for p in (modules() | packages()) - set(listed))
+    assert absent == [], "no entry of its own on docs/architecture.md's map"
+
+
+def test_the_entry_check_would_see_a_module_folded_into_another_entry() -> None:
+    """A module named only inside another entry's description is not an entry of its own."""
+    lines = map_lines()
+    sdk = next(i for i, ln in enumerate(lines) if ln.strip().startswith("sdk.py "))
+    folded = [*lines[:sdk], *lines[sdk + 1 :]]
+    base = next(i for i, ln in enumerate(folded) if ln.strip().startswith("base.py "))
+    folded[base] += " (sdk.py: the engine base)"
+    found, listed = _walk(folded)
+    assert PurePosixPath("builder/engines/sdk.py") in found  # still named...
+    assert PurePosixPath("builder/engines/sdk.py") not in listed  # ...but no entry
 
 
 def test_the_map_walk_would_see_a_missing_module(tmp_path: Path) -> None:

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builder.base_image import BaseSpec, rootfs_tarball
-from builder.engines.base import Engine
+from builder.build.base_image import BaseSpec, rootfs_tarball
+from builder.engines.roles import Engine
 
 TABLE = Path(__file__).with_name("rpms.toml")
 NEVRA = re.compile(

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from builder.cell_hash import with_content_hashes
+from builder.cli import main
 from builder.errors import MatrixError
 from builder.matrix.expand import expand
 from builder.matrix.load import parse_matrix
 from builder.matrix.mirrors import with_mirrors_file
-from builder.render import environment, render_cell
+from builder.spec.cell_hash import with_cell_hashes
+from builder.spec.render import environment, render_cell
 from tests.matrices import MINIMAL, load, variant
 
 GOLDEN = Path(__file__).parents[1] / "data" / "golden"
@@ -48,7 +49,7 @@ def mirrored(mirrors: str = MIRRORS) -> str:
 
 def devel_text(matrix_text: str) -> str:
     matrix = parse_matrix(matrix_text, "matrix.yaml")
-    cell = with_content_hashes(expand(matrix), matrix.project).find(DEVEL)
+    cell = with_cell_hashes(expand(matrix), matrix.project).find(DEVEL)
     assert cell is not None
     return render_cell(environment(Path(__file__).parents[2]), cell, matrix.project)
 
@@ -83,14 +84,12 @@ def test_a_mirror_replaces_the_repositories_and_keeps_gpgcheck() -> None:
     assert "'--enablerepo=crb'" in text
 
 
-def test_a_mirror_changes_the_content_hash() -> None:
+def test_a_mirror_changes_the_cell_hash() -> None:
     _, plain = load()
     matrix = parse_matrix(mirrored(), "matrix.yaml")
-    hashes = {
-        c.name: c.content_hash for c in with_content_hashes(expand(matrix), matrix.project).cells
-    }
+    hashes = {c.name: c.cell_hash for c in with_cell_hashes(expand(matrix), matrix.project).cells}
     for cell in plain.cells:
-        same = hashes[cell.name] == cell.content_hash
+        same = hashes[cell.name] == cell.cell_hash
         assert same == (cell.os.key == "debian12"), cell.name
 
 
@@ -162,3 +161,64 @@ def test_a_bad_mirrors_file_names_the_file(tmp_path: Path) -> None:
     assert str(info.value).startswith(f"{path}:4: mirrors.oses.rocky9")
     with pytest.raises(MatrixError, match="no such file"):
         with_mirrors_file(matrix, tmp_path / "absent.yaml")
+
+
+PASSWORD = "hunter2-Mirror"  # noqa: S105 - planted: no message may show it
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "where"),
+    [
+        (
+            "baseos: https://mirror.example.com",
+            f"baseos: https://svc-build:{PASSWORD}@mirror.example.com",
+            "mirrors.oses.rocky9.repos.baseos",
+        ),
+        (
+            "repo: https://mirror.example.com/nvidia",
+            f"repo: https://{PASSWORD}@mirror.example.com/nvidia",
+            "mirrors.cuda.el9.repo",
+        ),
+        (
+            "ca: http://mirror.example.com",
+            f"ca: http://u:{PASSWORD}@mirror.example.com",
+            "mirrors.oses.rocky9.ca",
+        ),
+    ],
+)
+def test_a_mirror_url_with_credentials_is_refused_without_showing_them(
+    old: str, new: str, where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = mirrored(MIRRORS.replace(old, new))
+    with pytest.raises(MatrixError) as info:
+        parse_matrix(text, "matrix.yaml")
+    message = str(info.value)
+    assert f": {where}: " in message and "carries credentials" in message, message
+    assert PASSWORD not in message and "***@mirror.example.com" in message
+    # on the command line: exit 2, one line on stderr, no password, no traceback
+    path = tmp_path / "matrix.yaml"
+    path.write_text(text, encoding="utf-8")
+    assert main(["matrix", "check", "--matrix", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "carries credentials" in err and PASSWORD not in err and "Traceback" not in err
+
+
+def test_any_refused_value_is_shown_without_its_password() -> None:
+    """A URL refused for another reason (a query string) still hides its password."""
+    bad = f"baseos: https://u:{PASSWORD}@mirror.example.com/x?token=1 #"
+    with pytest.raises(MatrixError) as info:
+        parse_matrix(mirrored(MIRRORS.replace("baseos: https://mirror.example.com", bad)), "m")
+    assert PASSWORD not in str(info.value)
+
+
+def test_dnf_variables_in_a_baseurl_reach_the_repo_file_for_dnf() -> None:
+    """$releasever and $basearch stay dnf's: single-quoted on the RUN line, written as they
+    are into the .repo file; other `$` forms are still refused."""
+    with_vars = MIRRORS.replace(
+        "rocky/9.6/BaseOS/x86_64/os", "rocky/$releasever/BaseOS/$basearch/os"
+    )
+    text = devel_text(mirrored(with_vars))
+    assert "'baseurl=https://mirror.example.com/rocky/$releasever/BaseOS/$basearch/os'" in text
+    for bad in ("${basearch}", "$arch", "$(uname -m)"):
+        with pytest.raises(MatrixError, match="invalid http"):
+            parse_matrix(mirrored(MIRRORS.replace("BaseOS/x86_64", f"BaseOS/{bad}")), "m")

@@ -10,21 +10,23 @@ from pathlib import Path
 
 import pytest
 
-from builder import installed_packages, lock
-from builder.build import Builder
+from builder.build import installed_packages, lock
+from builder.build.builder import Builder
+from builder.build.lock import BuildRecord
 from builder.cli import main
 from builder.engines.base import RunResult, RunSpec
+from builder.errors import MatrixError
 from builder.judgement.finding import Finding
 from builder.judgement.matrix import check_cell, check_lock
 from builder.judgement.severity import OK, WARN
-from builder.lock import BuildRecord
 from builder.matrix.expand import expand
 from builder.matrix.load import parse_matrix
+from builder.spec.render import environment, render_cell
 from builder.workspace import open_workspace
 from tests.build.test_builder import Run
 from tests.conftest import REPO, write_standin_trainer
 from tests.fake_engine import FakeEngine, FakeStore
-from tests.matrices import MINIMAL, TODAY, cell
+from tests.matrices import MINIMAL, TODAY, cell, load
 
 RUNTIME = "rocky9-cu128-py3.12-torch2.9.1-runtime"
 RPM_QA = """\
@@ -119,26 +121,64 @@ def test_matrix_check_warns_when_a_pin_is_not_what_the_last_build_installed(
         cuda="12.8.1",
         engine="podman",
         built_at="2026-11-30T10:00:00Z",
-        content_hash=c.content_hash,
+        build_hash=c.cell_hash,
         packages=installed_packages.parse_rpm_qa(RPM_QA),
     )
-    # minimal.yaml pins cuda-compat-12-8 570.124.06: what the last build installed
+    # minimal.yaml pins cuda-compat-12-8 to the 570 branch: the last build installed 570.124.06
     (ok,) = check_lock(c, record, TODAY)
     assert ok.severity is OK and "7 RPMs recorded" in ok.message
     newer = dataclasses.replace(
         record,
-        packages={**record.packages, "cuda-compat-12-8": "0:570.211.01-1.el9.x86_64",
+        packages={**record.packages, "cuda-compat-12-8": "0:575.57.08-1.el9.x86_64",
                   "gcc": "0:12.1.0-1.el9.x86_64"},
     )  # fmt: skip
     (warn,) = check_lock(c, newer, TODAY)
     assert warn.severity is WARN
-    assert "cuda-compat-12-8 570.124.06 (built 0:570.211.01-1.el9)" in warn.message
+    assert "cuda-compat-12-8 570.* (built 0:575.57.08-1.el9)" in warn.message
+    # another build of the branch is what the pin asks for
+    other = {**record.packages, "cuda-compat-12-8": "0:570.211.01-1.el9.x86_64"}
+    (same,) = check_lock(c, dataclasses.replace(record, packages=other), TODAY)
+    assert same.severity is OK
     assert "gcc 11 (built 0:12.1.0-1.el9)" in warn.message
     assert "last build (2026-11-30, images/lock.json)" in warn.message
     # the command reads images/lock.json beside the matrix
     lock.update(tmp_path / "images" / "lock.json", RUNTIME, newer)
-    code = main(["matrix", "check", "--matrix", str(matrix), "--today", "2026-11-29", "--json"])
+    code = main(["matrix", "check", "--matrix", str(matrix), "--today", "2026-11-29", "--json",
+                 "--stale-minors", "99"])  # fmt: skip
     data = json.loads(capsys.readouterr().out)
     assert code == 0
     assert [w["rule"] for w in data["warnings"]] == ["os.pins-recorded"]
     assert data["warnings"][0]["cell"] == RUNTIME
+
+
+COMPAT = 'cuda-compat-12-8: "570.*"'
+
+
+def test_cuda_compat_is_pinned_by_its_branch_and_checked_after_install() -> None:
+    c = cell(RUNTIME)
+    assert c.cuda is not None
+    (compat,) = [p for p in c.cuda.repos["el9"].runtime if p.name == "cuda-compat-12-8"]
+    assert (compat.version, compat.series, compat.glob) == ("570", True, True)
+    text = render_cell(environment(REPO), c, load()[0].project)
+    assert "'cuda-compat-12-8-570.*' \\\n" in text
+    assert "case \"$v\" in '570'|'570'.*)" in text and "'cuda-compat-12-8'\" $v is not of" in text
+    (f,) = findings(RUNTIME, "cuda.pins")
+    assert f.severity is OK and "cuda-compat-12-8 570.*" in f.message
+
+
+def test_an_exact_pin_no_fact_covers_is_warned_about() -> None:
+    """cuda-compat follows every driver release of its branch: no fact says a repository keeps
+    each build, so one exact build is warned about; the toolkit's packages are kept."""
+    (f,) = findings(RUNTIME, "cuda.pins", (COMPAT, "cuda-compat-12-8: 570.211.01"))
+    assert f.severity is WARN
+    assert "pins one build of cuda-compat-12-8 570.211.01" in f.message
+    assert "'570.*'" in f.remediation and "cuda-cudart" not in f.message
+
+
+@pytest.mark.parametrize("bad", ["570*", "57?.1", "570.*.*", "*"])
+def test_a_glob_that_is_not_a_branch_series_is_refused(bad: str) -> None:
+    with pytest.raises(MatrixError) as exc:
+        load((COMPAT, f'cuda-compat-12-8: "{bad}"'))
+    msg = str(exc.value)
+    assert "cuda.12.8.1.el9.runtime.cuda-compat-12-8" in msg and repr(bad) in msg
+    assert "'570.*'" in msg and exc.value.exit_code == 2

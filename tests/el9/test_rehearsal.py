@@ -11,6 +11,7 @@ should be. tests/el9/rehearsal.py builds the parts; docs/build.md says what this
 from __future__ import annotations
 
 import dataclasses
+import platform
 import shutil
 import textwrap
 from collections.abc import Iterator
@@ -18,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from builder.base_image import BaseSpec
+from builder.build.base_image import BaseSpec
 from builder.engines.base import BuildFailed, BuildRequest, RunSpec
 from builder.engines.podman import PodmanEngine
 from builder.matrix.expand import expand
 from builder.matrix.mirrors import with_mirrors_file
 from builder.matrix.model import Cell
-from builder.os_install import OS_STAGE
-from builder.render import environment, render_cell
+from builder.spec.os_install import OS_STAGE
+from builder.spec.render import environment, render_cell
 from builder.workspace import open_workspace
 from tests.conftest import BASE_TAG, CACHE, REPO
 
@@ -193,7 +194,7 @@ def test_os_and_cuda_stages_build_against_the_mirror(
         "gcc-c++-0:11.5.0-11.el9",
         "libstdc++-devel-0:11.5.0-11.el9",
         "cuda-cudart-12-8-0:12.8.90-1",  # exact: 12.8.1's, not 12.8.0's 12.8.57
-        "cuda-compat-12-8-0:570.211.01-1.el9",  # exact version: the newest 12-8 compat
+        "cuda-compat-12-8-0:570.211.01-1.el9",  # branch series 570.*: the newest 570 build
     }
     if cell.flavour == "devel":
         want |= {
@@ -216,6 +217,36 @@ def test_os_and_cuda_stages_build_against_the_mirror(
     assert seen["compat"] == ["/usr/local/cuda-12.8/compat/libcuda.so.570.211.01"]
     assert seen["cuda"] == ["cuda-12.8"]
     assert any("sha256" in ln or ": OK" in ln for ln in lines), lines[-20:]
+
+
+def test_the_compat_branch_resolves_where_the_mirror_has_only_an_older_build(
+    engine: PodmanEngine, standin: tuple[str, ...], mirror: Mirror, tmp_path: Path
+) -> None:
+    """A mirror of NVIDIA's repository that never synced 570.211.01 (it holds 570.124.06 only):
+    the rendered 'cuda-compat-12-8-570.*' still resolves, to that build, and passes the series
+    check; an exact pin on the newest build would fail here with 'Unable to find a match'.
+    Its baseurls name dnf's $releasever and $basearch, which dnf expands (9, the machine's)."""
+    older = mirror.root / "older"
+    if not older.exists():
+        shutil.copytree(mirror.root / "good", older)
+        for rpm in (older / "cuda").glob("cuda-compat-12-8-570.211.01-*.rpm"):
+            rpm.unlink()
+        r.createrepo(older / "cuda")
+        (mirror.root / "el-9").mkdir()
+        (mirror.root / "el-9" / platform.machine()).symlink_to(older)
+    assert [p.name for p in (older / "cuda").glob("cuda-compat-*.rpm")] == [
+        "cuda-compat-12-8-570.124.06-1.el9.x86_64.rpm"
+    ]
+    tree = "el-$releasever/$basearch"
+    _, text = containerfile(CELLS[1], mirrors_yaml(mirror, tree=tree), tmp_path)
+    assert "'cuda-compat-12-8-570.*'" in text and f"/{tree}/cuda'" in text
+    image, _ = build_os_stage(engine, text, tmp_path)
+    try:
+        seen = probe(engine, image)
+    finally:
+        engine.remove_image(image)
+    assert "cuda-compat-12-8-0:570.124.06-1.el9" in seen["rpms"]
+    assert seen["compat"] == ["/usr/local/cuda-12.8/compat/libcuda.so.570.124.06"]
 
 
 def test_a_tampered_rpm_fails_the_build(

@@ -20,6 +20,8 @@ from builder.workspace import open_workspace
 from tests.preflight.fakehost import FakeHost, Fixture
 
 REPO = Path(__file__).resolve().parents[2]
+# The cu128-line matrix the host fixtures were recorded against (matrix_cu128/README.md).
+PREFLIGHT_MATRIX = Path(__file__).resolve().parent / "matrix_cu128" / "matrix.yaml"
 TODAY = dt.date(2026, 11, 29)  # the day the fixtures were judged; EOL checks depend on it
 
 RunFixture = Callable[..., tuple[HostReport, FakeHost]]
@@ -27,7 +29,7 @@ RunFixture = Callable[..., tuple[HostReport, FakeHost]]
 
 @pytest.fixture(scope="session")
 def matrix_images() -> list[img.ImageRecord]:
-    return img.from_workspace(open_workspace(REPO / "matrix.yaml", strict=False))
+    return img.from_workspace(open_workspace(PREFLIGHT_MATRIX, strict=False))
 
 
 def context(

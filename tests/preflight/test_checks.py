@@ -1,4 +1,5 @@
-"""Every fixture host gives its expected verdicts; the issue's Done-means verdicts; edge cases."""
+"""Every fixture host gives its expected verdicts; the upgrade verdicts that matter most; edge
+cases."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def state_of(name: str) -> HostState:
     return gather(ReadOnlyHost(fake, name))
 
 
-# --- the issue's Done-means --------------------------------------------------------------------
+# --- the upgrade verdicts that matter most ------------------------------------------------------
 
 
 def test_h100_on_565_runs_cu128_only_through_forward_compatibility(
@@ -205,6 +206,18 @@ def test_proprietary_target_on_r620_is_blocked() -> None:
     assert run(h100(), "620.10.02")["driver.target"].severity is OK
 
 
+def test_an_r615_host_planning_r620_proprietary_is_blocked(run_fixture: RunFixture) -> None:
+    """R620 ships open kernel modules only: a plan that keeps proprietary ones blocks; the same
+    plan with open modules is judged like any other (and the host's own CUDA 13.4 is kept)."""
+    report, _ = run_fixture("el9-l40s-r615-cuda13.4", "620.70.06", "proprietary")
+    target = check(report, "driver.target")
+    assert target.severity is BLOCK and "no proprietary kernel modules" in target.message
+    assert exit_code([report]) == 1
+    report, _ = run_fixture("el9-l40s-r615-cuda13.4", "620.70.06", "open")
+    assert check(report, "driver.target").severity is OK
+    assert report.facts["cuda"] == {"reported": "13.4", "rules": "13.4"}
+
+
 def test_a_downgrade_warns() -> None:
     got = run(h100(), "535.230.02")
     assert got["driver.target"].severity is WARN
@@ -216,7 +229,7 @@ def test_nouveau_loaded_blocks_and_not_blacklisted_warns() -> None:
     assert state.lsmod is not None
     loaded = dataclasses.replace(state, lsmod=state.lsmod | {"nouveau"})
     assert run(loaded)["nouveau"].severity is BLOCK
-    from builder.preflight.parsers import Blacklist
+    from builder.host.parsers import Blacklist
 
     open_door = dataclasses.replace(state, blacklist=Blacklist(False, False, ()))
     assert run(open_door)["nouveau"].severity is WARN
@@ -258,7 +271,7 @@ def test_a_missing_command_is_a_finding_not_a_crash() -> None:
 
 
 def test_an_eol_os_warns() -> None:
-    from builder.preflight.parsers import OsRelease
+    from builder.host.parsers import OsRelease
 
     state = dataclasses.replace(h100(), os=OsRelease("centos", "7", "CentOS Linux 7 (Core)"))
     got = run(state)["host.os"]
@@ -271,7 +284,7 @@ def test_skips_never_change_the_exit_code() -> None:
 
 
 def test_os_family_comes_from_os_release_not_from_an_rpm_binary(run_fixture: RunFixture) -> None:
-    """Issue 12 item 4: Debian with Debian's `rpm` installed is not an EL host."""
+    """Debian with Debian's `rpm` installed is not an EL host."""
     report, fake = run_fixture("debian12-rpm-installed", "570.124.06")
     devel = check(report, "kernel.devel")
     assert devel.severity is SKIP and "not an EL host (os-release ID=debian)" in devel.message

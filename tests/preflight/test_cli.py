@@ -11,13 +11,13 @@ import pytest
 
 from builder.cli import main
 from builder.facts import host as host_rules
-from builder.preflight import parsers
+from builder.host import parsers
 from builder.preflight.checks import CHECK_IDS
-from tests.preflight.conftest import REPO
+from tests.preflight.conftest import PREFLIGHT_MATRIX, REPO
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(["preflight", "--matrix", str(REPO / "matrix.yaml"), *args])
+    code = main(["preflight", "--matrix", str(PREFLIGHT_MATRIX), *args])
     out, err = capsys.readouterr()
     return code, out, err
 

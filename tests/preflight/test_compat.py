@@ -7,7 +7,7 @@ import json
 import pytest
 
 from builder.cli import main
-from tests.preflight.conftest import REPO
+from tests.preflight.conftest import PREFLIGHT_MATRIX
 
 CELL = "rocky9-cu128-py3.12-torch2.11.0-runtime"
 
@@ -19,7 +19,7 @@ BEFORE_R570_EOL = "2025-06-01"
 
 def compat(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     today = () if "--today" in args else ("--today", BEFORE_R570_EOL)
-    code = main(["compat", "--matrix", str(REPO / "matrix.yaml"), *today, *args])
+    code = main(["compat", "--matrix", str(PREFLIGHT_MATRIX), *today, *args])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -33,6 +33,22 @@ def test_a_requirement_on_595_is_judged_with_cuda_13_2(capsys: pytest.CaptureFix
     ]
     code, out, _ = compat(capsys, "--require", "cuda>=13.1", "--driver", "580.65.06")
     assert code == 1 and "unsatisfied condition: cuda>=13.1" in out
+
+
+@pytest.mark.parametrize(("driver", "cuda"), [("610.57.04", "13.3"), ("615.38.02", "13.4"),
+                                              ("620.70.06", "13.5")])  # fmt: skip
+def test_the_2026_branches_know_their_cuda_minor(
+    capsys: pytest.CaptureFixture[str], driver: str, cuda: str
+) -> None:
+    """R610+ are known to their minor (NVIDIA's redistrib manifests): cuda>=13.2 holds on all
+    three, where it was "unknown ... update your driver" while 595.71.05 was ok."""
+    today = ("--today", "2026-12-02")
+    code, out, _ = compat(capsys, "--require", "cuda>=13.2", "--driver", driver, *today, "--json")
+    doc = json.loads(out)
+    assert doc["cuda"] == cuda and doc["verdict"]["status"] == "ok", doc
+    assert code == (0 if driver[:3] != "610" else 3)  # R610 is past its end of life: a warning
+    code, out, _ = compat(capsys, "--require", "cuda>=13.6", "--driver", driver, *today)
+    assert code == 1 and "unsatisfied condition: cuda>=13.6" in out
 
 
 def test_a_cell_on_geforce_and_on_a_data_center_gpu(capsys: pytest.CaptureFixture[str]) -> None:
@@ -50,23 +66,27 @@ def test_a_cell_on_geforce_and_on_a_data_center_gpu(capsys: pytest.CaptureFixtur
 def test_ngc_server_ready_rtx_gets_forward_compatibility_its_workstation_twin_does_not(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # a CUDA 12.9 image on R570 (CUDA 12.8) through a brand window: forward compatibility.
-    # libnvidia-container reports the "NVIDIA RTX" brand as Unknown.
-    req = "cuda>=12.9 brand=unknown,driver>=570,driver<571"
+    # a CUDA 13.0 image on R575 (CUDA 12.9) through a brand window: forward compatibility.
+    # libnvidia-container reports the "NVIDIA RTX" brand as Unknown. The Server Edition
+    # (10de:2bb5) is first listed by the 575.57.08 open-modules README: R570 does not drive it.
+    req = "cuda>=13.0 brand=unknown,driver>=575,driver<576"
     server = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
     code, out, _ = compat(
-        capsys, "--require", req, "--driver", "570.124.06", "--gpu", server, "--brand",
+        capsys, "--require", req, "--driver", "575.57.08", "--gpu", server, "--brand",
         "NVIDIA RTX", "--json",
     )  # fmt: skip
     doc = json.loads(out)
     assert doc["verdict"]["status"] == "fwd-compat" and code == 3, doc
     assert doc["gpu"]["libnvidia_container_brand"] == "unknown"
     code, out, _ = compat(
-        capsys, "--require", req, "--driver", "570.124.06", "--gpu", "rtx-pro-6000", "--brand",
+        capsys, "--require", req, "--driver", "575.57.08", "--gpu", "rtx-pro-6000", "--brand",
         "NVIDIA RTX", "--json",
     )  # fmt: skip
     doc = json.loads(out)
     assert code == 1 and any("804" in r for r in doc["verdict"]["reasons"]), doc
+    code, out, _ = compat(capsys, "--require", req, "--driver", "570.124.06", "--gpu", server,
+                          "--json")  # fmt: skip
+    assert code == 1 and "gpu.branch-too-old" in json.loads(out)["verdict"]["codes"]
 
 
 @pytest.mark.parametrize(
@@ -90,10 +110,15 @@ def test_bad_input_is_exit_2(
     assert code == 2 and out == "" and message in err and "Traceback" not in err
 
 
-def test_a_bad_driver_is_an_argument_error(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("bad", ["0570.124.06", "057.124.06", "570.1234.06", "570.124.06.1"])
+def test_a_bad_driver_is_an_argument_error(capsys: pytest.CaptureFixture[str], bad: str) -> None:
+    """What matrix.yaml's min_version refuses, --driver refuses too: one grammar."""
     with pytest.raises(SystemExit) as exc:
-        compat(capsys, "--require", "cuda>=12.8", "--driver", "0570.124.06")
-    assert exc.value.code == 2 and "not a driver version" in capsys.readouterr().err
+        compat(capsys, "--require", "cuda>=12.8", "--driver", bad)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "Traceback" not in err
+    assert f"argument --driver: not a driver version: {bad!r}" in err
+    assert "a three-digit branch without a leading zero, parts of 1-3 digits" in err
 
 
 def test_a_tag_of_images_lock_json_is_an_image(
@@ -103,7 +128,7 @@ def test_a_tag_of_images_lock_json_is_an_image(
     from pathlib import Path
 
     root = Path(str(tmp_path))
-    shutil.copy(REPO / "matrix.yaml", root / "matrix.yaml")
+    shutil.copy(PREFLIGHT_MATRIX, root / "matrix.yaml")
     (root / "images").mkdir()
     record = {
         "tags": ["localhost/trainimg:cu128"],

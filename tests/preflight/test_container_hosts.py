@@ -26,7 +26,7 @@ import pytest
 from builder.cli import main
 from builder.engines.local_podman import LocalPodman
 from builder.preflight import allowlist
-from tests.preflight.conftest import REPO
+from tests.preflight.conftest import PREFLIGHT_MATRIX, TODAY
 from tests.preflight.fakehost import HOSTS, Fixture, container_path, materialize
 from tests.preflight.test_allowlist import READ_ONLY_PROGRAMS
 
@@ -37,10 +37,14 @@ NO_DKMS = "el9-h100-no-dkms"  # el9-h100 with dkms uninstalled: a command missin
 # in memory; a container each would add start-up time and prove nothing new about transport.
 DERIVED = {
     "el9-l40s-r595-cuda13.2",
+    "el9-l40s-r610-cuda13.3",  # the R610+ nvidia-smi format (issue 28)
+    "el9-l40s-r615-cuda13.4",
+    "el9-l40s-r620-cuda13.5",
+    "el9-rtx4080-r550",  # a GPU not in the catalogue (judged by run and verify too)
     "el9-l40s-rtx5090-r565",
     "el9-l40s-cdi-args-scalar",
     "el9-h100-xid-pinned",
-    # issue 21's hosts (judged in memory by test_gate.py)
+    # the fleet-gate hosts (judged in memory by test_gate.py)
     "el9-v100-r535",
     "el9-b200-unnamed-pci",
     "debian12-l40s-healthy",
@@ -105,7 +109,7 @@ def audit() -> Iterator[list[str]]:
 def cli_json(*args: str) -> tuple[int, dict[str, Any]]:
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        code = main(["preflight", *args, "--json"])
+        code = main(["preflight", *args, "--today", TODAY.isoformat(), "--json"])
     return code, json.loads(buf.getvalue())
 
 
@@ -123,7 +127,7 @@ def inventory(path: Path, containers: dict[str, str], names: list[str]) -> Path:
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A matrix of our own (no images/lock.json beside it: the in-memory runs have none)."""
     d = tmp_path_factory.mktemp("matrix")
-    shutil.copy(REPO / "matrix.yaml", d / "matrix.yaml")
+    shutil.copy(PREFLIGHT_MATRIX, d / "matrix.yaml")
     return d
 
 

@@ -1,4 +1,4 @@
-"""Issue 12: one fixture host per defect, each asserting the corrected verdict and remediation
+"""One fixture host per preflight defect, each asserting the corrected verdict and remediation
 (the fixtures' fixture.yaml say what each host is and where its outputs come from)."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def judge_image(
     return judge(rec.facts, DriverState(driver, "open", cuda), ())
 
 
-# --- item 1: the CUDA version of a driver branch -----------------------------------------------
+# --- the CUDA version of a driver branch ---------------------------------------------------------
 def test_595_reports_cuda_13_2_and_a_cuda_13_1_image_runs(run_fixture: RunFixture) -> None:
     state = state_of("el9-l40s-r595-cuda13.2")
     ver = check_of(state, "driver.version")
@@ -77,7 +77,7 @@ def test_a_branch_past_the_table_is_unknown_not_the_last_known_cuda() -> None:
     assert ok.status == "ok"
 
 
-# --- item 2: GPUs the driver does not drive ----------------------------------------------------
+# --- GPUs the driver does not drive --------------------------------------------------------------
 def test_a_gpu_on_pci_that_nvml_lacks_is_in_the_inventory_with_its_reason() -> None:
     state = state_of("el9-l40s-rtx5090-r565")
     names = [(g.name, g.source) for g in state.gpus]
@@ -97,7 +97,7 @@ def test_vfio_bound_and_fallen_off_the_bus_gpus_say_so() -> None:
     text = state.outputs["lspci"].stdout.replace(
         "Kernel modules: nvidiafb", "Kernel driver in use: vfio-pci\n\tKernel modules: nvidiafb"
     )
-    from builder.preflight import parsers
+    from builder.host import parsers
     from builder.preflight.host_gpus import HostGpu, merged_gpus
 
     def merged(pci: parsers.PciDevices) -> list[HostGpu]:
@@ -111,7 +111,7 @@ def test_vfio_bound_and_fallen_off_the_bus_gpus_say_so() -> None:
     assert "fallen off the bus" in g.pci_note
 
 
-# --- item 3: upgraded but not rebooted ---------------------------------------------------------
+# --- upgraded but not rebooted -------------------------------------------------------------------
 def test_reboot_pending_is_said_and_no_harmful_fix_is_given(run_fixture: RunFixture) -> None:
     report, _ = run_fixture("el9-h100-reboot-pending")
     ver = check(report, "driver.version")
@@ -134,7 +134,7 @@ def test_reboot_pending_is_said_and_no_harmful_fix_is_given(run_fixture: RunFixt
     assert report.facts["driver_installed"] == "570.124.06"
 
 
-# --- item 5: end of life -----------------------------------------------------------------------
+# --- end of life ---------------------------------------------------------------------------------
 def test_an_unlisted_branch_is_out_of_support_and_strict_blocks() -> None:
     state = state_of("el9-h100")  # R550
     ver = check_of(state, "driver.version")
@@ -156,7 +156,7 @@ def test_an_unlisted_branch_is_out_of_support_and_strict_blocks() -> None:
     assert fine.severity is OK and "supported until 2028-06-30" in fine.message
 
 
-# --- item 8: one odd input never collapses a report --------------------------------------------
+# --- one odd input never collapses a report ------------------------------------------------------
 def test_a_cdi_spec_with_scalar_args_is_its_own_finding(run_fixture: RunFixture) -> None:
     report, _ = run_fixture("el9-l40s-cdi-args-scalar")
     cdi = check(report, "cdi.spec")
@@ -169,7 +169,7 @@ def test_a_cdi_spec_with_scalar_args_is_its_own_finding(run_fixture: RunFixture)
 def test_an_exception_in_a_probe_step_or_a_check_stays_there(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from builder.preflight import parsers
+    from builder.host import parsers
 
     monkeypatch.delenv("TRAINIMG_DEBUG", raising=False)
 
@@ -203,7 +203,7 @@ def test_exit_codes_of_the_defect_fixtures(run_fixture: RunFixture) -> None:
     assert isinstance(TODAY, dt.date)
 
 
-# --- item 9: the text report says what JSON says; MIG ------------------------------------------
+# --- the text report says what JSON says; MIG ----------------------------------------------------
 def test_the_text_report_carries_every_remediation_json_has(run_fixture: RunFixture) -> None:
     from builder.preflight.report import as_json, render_fleet
 
@@ -241,7 +241,7 @@ ib_core 462848 1 nvidia_peermem, Live 0x0000000000000000
 
 
 def test_modules_that_pin_the_driver_are_named() -> None:
-    from builder.preflight import parsers
+    from builder.host import parsers
 
     state = state_of("el9-h100")
     state.modules = parsers.proc_modules(PROC_MODULES)

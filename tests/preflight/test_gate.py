@@ -1,4 +1,4 @@
-"""Preflight as a fleet-upgrade gate (issue 21): recorded hosts judged right - no false pass
+"""Preflight as a fleet-upgrade gate: recorded hosts judged right - no false pass
 (a host would lose its GPUs), no false block (an admin learns to ignore exit 1) - and a plan
 that repairs a host passes. The hosts are records under tests/preflight/fixtures, each with
 its origin and what was derived noted in its fixture.yaml."""
@@ -12,19 +12,19 @@ from typing import Any
 import pytest
 
 from builder.cli import main
+from builder.host.parsers import cdi_spec
 from builder.judgement.severity import BLOCK, OK, WARN
 from builder.preflight import checks
 from builder.preflight.gather import gather
 from builder.preflight.hostio import ReadOnlyHost
 from builder.preflight.model import UpgradePlan
-from builder.preflight.parsers import cdi_spec
 from builder.preflight.report import HostReport, render_fleet
-from tests.preflight.conftest import REPO, TODAY, RunFixture, check
+from tests.preflight.conftest import PREFLIGHT_MATRIX, TODAY, RunFixture, check
 from tests.preflight.fakehost import FIXTURES, FakeHost, Fixture
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
-    code = main(["preflight", "--matrix", str(REPO / "matrix.yaml"), "--today", str(TODAY),
+    code = main(["preflight", "--matrix", str(PREFLIGHT_MATRIX), "--today", str(TODAY),
                  "--json", *args])  # fmt: skip
     out, _ = capsys.readouterr()
     return code, json.loads(out)
@@ -166,22 +166,41 @@ def test_r620_runs_cu128_images_and_does_not_degrade_them(run_fixture: RunFixtur
     assert check(report, "driver.target").severity is OK  # LTSB to 2029, open modules
 
 
-def test_the_fleet_report_is_a_line_per_host_a_fix_and_counts_per_reason(
+def test_the_fleet_report_is_the_summary_first_then_a_line_per_host_worst_first(
     run_fixture: RunFixture,
 ) -> None:
     reports: list[HostReport] = [run_fixture(n, "580.65.06")[0]
                                  for n in ("el9-h100", "el9-geforce", "el9-v100-r535")]  # fmt: skip
     healthy = replace(reports[0], checks=[c for c in reports[0].checks if c.severity.rank <= 1])
-    text = render_fleet([healthy, *reports], "580.65.06")
+    twin = replace(reports[2], host="el9-v100-twin")  # the same reason and fix: one group
+    text = render_fleet([healthy, *reports, twin], "580.65.06")
     lines = text.splitlines()
-    assert lines[0].startswith(healthy.host) and "nothing to fix" in lines[0]
-    assert not lines[1].startswith(" ")  # a healthy host is one line
-    assert "hosts per reason: " in text and "gpu.branch-dropped" not in lines[0]
-    for r in reports:  # every fix is printed whole: no word is cut
+    count = lines[0]
+    assert count.startswith("5 host(s): ") and count == lines[-1]  # first, and last for tail -1
+    assert count.endswith("target 580.65.06 (the plan's verdict decides)")
+    v100 = reports[2].top
+    assert v100 is not None and v100.severity is BLOCK
+    group = next(i for i, line in enumerate(lines) if f"  {v100.code}  " in line)
+    assert (
+        lines[group].startswith("block ")
+        and "2 host(s): el9-v100-r535, el9-v100-twin" in (lines[group])
+    )
+    # each group's fix once, whole (no word cut); a host line carries no fix
+    fix = " ".join(v100.remediation.split())
+    assert " ".join(text.split()).count(fix) == 1
+    for r in reports:
         top = r.top
         if top is not None and top.remediation:
             assert " ".join(top.remediation.split()) in " ".join(text.split())
     assert not any(line.rstrip().endswith("...") and "fix:" in line for line in lines)
-    assert lines[-1].endswith("target 580.65.06 (the plan's verdict decides)")
+    host_lines = [line for line in lines if line.startswith(("el9-", healthy.host))]
+    hosts = [line.split()[0] for line in host_lines]
+    assert hosts[:2] == ["el9-v100-r535", "el9-v100-twin"]  # worst first, input order kept
+    assert hosts[-1] == healthy.host and "nothing to fix" in host_lines[-1]
+    at = [i for i, line in enumerate(lines) if line in host_lines]
+    assert not any(lines[i + 1].lstrip().startswith("fix:") for i in at)
+    assert "hosts per reason: " in text
+    single = render_fleet([reports[2]], "580.65.06").splitlines()  # one host: its line and fix
+    assert single[0].startswith("el9-v100-r535") and "fix: " in single[1]
     verbose = render_fleet(reports, "580.65.06", verbose=True)
     assert verbose.count("== ") == 3 and "IMAGE" in verbose

@@ -74,7 +74,7 @@ def test_limit_by_group_and_host(tmp_path: Path) -> None:
     assert [t.name for t in targets(path, "workstations")] == ["ws1"]
     assert [t.name for t in targets(path, "lab")] == ["gpu01", "gpu02", "gpu03", "b200-1", "ws1"]
     assert [t.name for t in targets(path, "gpu02,ws1")] == ["gpu02", "ws1"]
-    with pytest.raises(InventoryError, match="names no group or host"):
+    with pytest.raises(InventoryError, match="matches no group or host"):
         targets(path, "nope")
 
 
@@ -125,7 +125,7 @@ def test_a_missing_inventory(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("hostvars", "key"),
     [
-        ({"ansible_port": "1?ssh_config=/tmp/evil"}, "ansible_port"),  # issue 12 item 7
+        ({"ansible_port": "1?ssh_config=/tmp/evil"}, "ansible_port"),  # an ssh option
         ({"ansible_port": "22 -oProxyCommand=x"}, "ansible_port"),
         ({"ansible_port": "0"}, "ansible_port"),
         ({"ansible_port": "70000"}, "ansible_port"),
@@ -155,25 +155,25 @@ def test_inventory_values_of_the_wrong_shape_never_become_a_connection(
 def test_the_ssh_config_injection_cannot_reach_ssh(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 12 item 7: `ansible_port="1?ssh_config=FILE"` made ssh read FILE, whose
+    """`ansible_port="1?ssh_config=FILE"` once made ssh read FILE, whose
     ProxyCommand ran locally. Through the whole CLI path (inventory -> fleet -> testinfra ->
     ssh), no ssh process may see FILE and the marker the ProxyCommand would write never
-    appears; a valid port still gets through as an argument of `-o Port=`."""
-    import testinfra.backend.base as tb
-
+    appears; a valid port still gets through as an argument of `-p`."""
     from builder.cli import main
+    from builder.preflight.ssh_transport import DeadlineSsh
 
     marker = tmp_path / "pwned"
     evil = tmp_path / "evil_config"
     evil.write_text(f"Host *\n  ProxyCommand touch {marker}\n")
-    seen: list[str] = []
-    real = tb.BaseBackend.run_local
+    seen: list[list[str]] = []
+    real = DeadlineSsh.ssh_argv
 
-    def recording(self: tb.BaseBackend, command: str, *args: str) -> tb.CommandResult:
-        seen.append(self.quote(command, *args))  # the exact shell line testinfra runs
-        return real(self, command, *args)
+    def recording(self: DeadlineSsh, command: str) -> list[str]:
+        argv = real(self, command)
+        seen.append(argv)  # the exact argv ssh is started with (no shell on this side)
+        return argv
 
-    monkeypatch.setattr(tb.BaseBackend, "run_local", recording)
+    monkeypatch.setattr(DeadlineSsh, "ssh_argv", recording)
     inv = tmp_path / "hosts.ini"
     inv.write_text(
         f'[gpu]\nbad ansible_host=127.0.0.1 ansible_port="1?ssh_config={evil}"\n'
@@ -182,5 +182,6 @@ def test_the_ssh_config_injection_cannot_reach_ssh(
     code = main(["preflight", "--inventory", str(inv), "--no-images", "--json", "--timeout", "5"])
     assert code == 1
     assert not marker.exists()
-    assert all(str(evil) not in cmd for cmd in seen), seen
-    assert any("-o Port=" in cmd and "127.0.0.1" in cmd for cmd in seen), seen  # good host ran
+    assert seen and all(str(evil) not in " ".join(argv) for argv in seen), seen
+    good = [argv for argv in seen if "-p" in argv]  # the good host ran, its port an argument
+    assert good and all(a[a.index("-p") + 1] == "1" and "127.0.0.1" in a for a in good), seen

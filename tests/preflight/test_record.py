@@ -16,12 +16,12 @@ from builder.preflight.hostio import ReadOnlyHost
 from builder.preflight.inventory import Target
 from builder.preflight.model import UpgradePlan
 from builder.preflight.record import Record, ReplayHost
-from tests.preflight.conftest import REPO, TODAY
+from tests.preflight.conftest import PREFLIGHT_MATRIX, TODAY
 from tests.preflight.fakehost import FIXTURES, FakeHost, Fixture
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any], str]:
-    code = main(["preflight", "--matrix", str(REPO / "matrix.yaml"), "--json", *args])
+    code = main(["preflight", "--matrix", str(PREFLIGHT_MATRIX), "--json", *args])
     out, err = capsys.readouterr()
     return code, (json.loads(out) if out else {}), err
 

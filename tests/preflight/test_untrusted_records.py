@@ -1,4 +1,4 @@
-"""Records are untrusted input (issue 21, item 5): a hostile record is exit 2 with one line and
+"""Records are untrusted input: a hostile record is exit 2 with one line and
 nothing it names read; `--record` keeps only what preflight parses; a probe that would write
 (podman's store where podman never ran) is skipped; ssh probes share one connection."""
 
@@ -16,21 +16,21 @@ import pytest
 
 from builder.cli import main
 from builder.facts.driver_version import DriverVersion
+from builder.host.parsers import cdi_spec, safe_load_yaml
+from builder.host.parsers.safe_yaml import YamlTooLarge
 from builder.preflight.fleet import FleetInputs, preflight_host
 from builder.preflight.hostio import Output, ReadOnlyHost, connect_validated
 from builder.preflight.inventory import Connection, Target
 from builder.preflight.model import UpgradePlan
-from builder.preflight.parsers import cdi_spec, safe_load_yaml
-from builder.preflight.parsers.safe_yaml import YamlTooLarge
 from builder.preflight.record import Record
-from tests.preflight.conftest import REPO, TODAY
+from tests.preflight.conftest import PREFLIGHT_MATRIX, TODAY
 from tests.preflight.fakehost import FIXTURES, FakeHost, Fixture
 
 HOSTILE = FIXTURES / "hostile"
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(["preflight", "--matrix", str(REPO / "matrix.yaml"), *args])
+    code = main(["preflight", "--matrix", str(PREFLIGHT_MATRIX), *args])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -138,7 +138,7 @@ def test_record_keeps_only_what_preflight_parses(tmp_path: Path) -> None:
 
 
 def test_the_image_environment_in_a_record_is_what_the_toolkit_reads() -> None:
-    from builder.preflight.parsers import inspect_subset
+    from builder.host.parsers import inspect_subset
 
     text = json.dumps([{"Id": "a" * 64, "RepoTags": ["x:1"], "Config": {
         "Env": ["AWS_SECRET_ACCESS_KEY=h21-secret", "CUDA_VERSION=12.8.1",
@@ -166,8 +166,8 @@ def test_podman_images_is_not_asked_where_podman_never_ran() -> None:
 
 
 FAKE_SSH = """#!/bin/sh
-# a stand-in for ssh that logs its arguments and answers `uname -r` (issue 21 test)
-printf '%s\\n' "$*" >> "$H21_SSH_LOG"
+# a stand-in for ssh that logs its arguments and answers `uname -r`
+printf '%s\\n' "$*" >> "$FAKE_SSH_LOG"
 case "$*" in
   *"uname -r"*) echo 5.14.0-503.35.1.el9_5.x86_64; exit 0 ;;
 esac
@@ -186,7 +186,7 @@ def test_ssh_probes_share_one_connection(tmp_path: Path, monkeypatch: pytest.Mon
     ssh.chmod(0o755)
     log = tmp_path / "ssh.log"
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setenv("H21_SSH_LOG", str(log))
+    monkeypatch.setenv("FAKE_SSH_LOG", str(log))
     control = tmp_path / "ctl"
     control.mkdir(mode=0o700)
     host = connect_validated(Connection("ssh", "gpu1.example", "root"), 5, str(control))
@@ -214,3 +214,30 @@ def test_output_shapes_survive_the_replay(tmp_path: Path) -> None:
     write_record(tmp_path / "r", "h", "fake://h", log, TODAY)
     rec = Record.load(tmp_path / "r")
     assert rec.files["/etc/dnf/dnf.conf"].read_text() == "[main]\nexclude=kmod-nvidia*\n"
+
+
+def test_a_fleet_with_one_hostile_record_judges_the_others(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    fleet = tmp_path / "fleet"
+    for name in ("el9-h100", "el9-v100-r535"):
+        shutil.copytree(FIXTURES / name, fleet / name)
+    shutil.copytree(HOSTILE / "traversal", fleet / "zz-traversal")
+    code, out, err = cli(capsys, "--from", str(fleet), "--target-driver", "580.65.06", "--jsonl")
+    assert err == "" and code == 1, err  # judged: the refused host blocks, as unreachable does
+    *hosts, summary = (json.loads(line) for line in out.splitlines())
+    assert [h["host"] for h in hosts] == ["el9-h100", "el9-v100-r535", "zz-traversal"]
+    bad = hosts[2]
+    assert bad["reachable"] is False and bad["verdict"] == "block"
+    assert bad["top"]["reason"] == "host.reach" and "record refused" in bad["top"]["finding"]
+    assert "not a path inside the record" in bad["top"]["finding"]
+    assert all(h["facts"] for h in hosts[:2])  # the others were judged in full
+    assert summary["summary"]["hosts"] == 3 and summary["summary"]["exit_code"] == 1
+    assert sum(summary["summary"]["verdicts"].values()) == 3
+    # nothing judged at all: bad input
+    only = tmp_path / "only-bad"
+    for name in ("traversal", "symlink-out"):
+        shutil.copytree(HOSTILE / name, only / name, symlinks=True)
+    code, out, err = cli(capsys, "--from", str(only))
+    assert code == 2 and out == "" and "no record could be judged" in err, err
+    assert len(err.strip().splitlines()) == 1

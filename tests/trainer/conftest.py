@@ -10,6 +10,14 @@ import pytest
 
 from tests.trainer.trainer_helpers import Result, RunCli
 from trainer.cli import main
+from trainer.fp8 import torchao_backend
+
+
+@pytest.fixture(scope="session")
+def torchao() -> None:
+    """torchao imported (trainer.fp8.torchao_backend.load): a test that converts layers or asks
+    torchao's size filter takes this, and is marked integration by it (tests/conftest.py)."""
+    torchao_backend.load()
 
 
 @pytest.fixture

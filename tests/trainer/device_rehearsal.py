@@ -328,6 +328,7 @@ def _train(argv: list[str]) -> int:
     """`trainer train ARGV` with `--device rehearsal` meaning the rehearsal device; the CUDA
     queries (name, compute capability) are what cannot be faked, so the device is named."""
     from trainer import cli, distributed, machine
+    from trainer.fp8.converters import Fp8Converter
     from trainer.precision import Plan
 
     with rehearsal() as dev:
@@ -336,8 +337,8 @@ def _train(argv: list[str]) -> int:
         def resolve(name: str, local_rank: int) -> torch.device:
             return dev if name == dev.type else real_resolve(name, local_rank)
 
-        def check(plan: Plan, device: torch.device) -> str:
-            return "rehearsal device" if device == dev else real_check(plan, device)
+        def check(plan: Plan, device: torch.device, converter: Fp8Converter | None = None) -> str:
+            return "rehearsal device" if device == dev else real_check(plan, device, converter)
 
         distributed.resolve_device = resolve
         machine.check_device = check

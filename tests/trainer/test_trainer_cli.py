@@ -190,7 +190,7 @@ def test_resume_into_a_different_model_is_refused(run_cli: RunCli, tmp_path: Pat
         "train", *QUICK, "--steps", "4", "--ckpt-dir", ckpt, "--resume", "--preset", "fp16"
     )
     assert res.code == EXIT_BAD_INPUT and "precision.forward_matmul fp8_e4m3 -> fp16" in res.err
-    # Switching the matmuls back to BF16 after FP8 trouble is allowed (seed §6.2), by request.
+    # Switching the matmuls back to BF16 after FP8 trouble is allowed, by request.
     res = run_cli(
         "train", *QUICK, "--steps", "4", "--ckpt-dir", ckpt, "--resume", "--preset", "bf16"
     )

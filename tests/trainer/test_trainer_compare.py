@@ -53,6 +53,8 @@ def _sides(stopped: bool = True) -> tuple[compare.Side, compare.Side]:
     return a, b
 
 
+# integration: it trains both sides (and draws the figure: matplotlib)
+@pytest.mark.integration
 def test_a_stopped_side_is_named_with_its_step_and_reason(tmp_path: Path) -> None:
     a, b = _sides()
     summary = compare.summarize(a, b, "cuda", 2, True)

@@ -1,4 +1,4 @@
-"""Config layering: defaults < preset < file < flags, every key checked, the seed's block."""
+"""Config layering: defaults < preset < file < flags, every key checked, a bare precision block."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from trainer import config, configfile
 from trainer.errors import BadInput
 from trainer.presets import PRESETS
 
-SEED_BLOCK = """\
+PRECISION_BLOCK = """\
 precision_config:
   master_weights: bf16
   optimizer_state: fp32
@@ -22,11 +22,11 @@ precision_config:
 """
 
 
-def test_the_seeds_precision_block_is_fp8_fwd_with_bf16_masters(tmp_path: Path) -> None:
-    """The seed's block still reads verbatim; the preset differs only in keeping fp32 masters
-    (bf16 masters lose small updates; the run warns about them)."""
-    path = tmp_path / "seed.yaml"
-    path.write_text(SEED_BLOCK)
+def test_a_bare_precision_block_is_fp8_fwd_with_bf16_masters(tmp_path: Path) -> None:
+    """A bare `precision_config:` block still reads verbatim; the preset differs only in keeping
+    fp32 masters (bf16 masters lose small updates; the run warns about them)."""
+    path = tmp_path / "precision.yaml"
+    path.write_text(PRECISION_BLOCK)
     cfg = config.build(configfile.load(str(path)))
     assert cfg.preset == "fp8-fwd"
     for key, value in PRESETS["fp8-fwd"].items():

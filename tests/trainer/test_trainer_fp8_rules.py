@@ -8,7 +8,7 @@ from torch import nn
 
 from trainer.config import PrecisionConfig
 from trainer.errors import BadInput
-from trainer.fp8 import rules, torchao_backend
+from trainer.fp8 import converters, rules
 from trainer.fp8.layers import plan_layers
 from trainer.model import Arch, Transformer
 from trainer.precision import resolve
@@ -43,10 +43,14 @@ def test_cpu_scaled_mm_accepts_what_cuda_refuses() -> None:
     assert rules.scaled_mm_problems(32, 48) == []
 
 
-def test_torchao_on_cpu_converts_a_misshapen_layer_but_the_trainer_keeps_it_bf16() -> None:
+def test_torchao_on_cpu_converts_a_misshapen_layer_but_the_trainer_keeps_it_bf16(
+    torchao: None,
+) -> None:
     plan = resolve(PrecisionConfig())
     raw = nn.Sequential(nn.Linear(40, 24, bias=False)).to(torch.bfloat16)
-    torchao_backend.convert(raw, {"0"}, plan)  # torchao alone: converts and runs on a CPU
+    converter = converters.for_plan(plan, "none")
+    assert converter is not None
+    converter.convert(raw, {"0"}, torch.device("cpu"))  # torchao alone: converts, runs on a CPU
     assert type(raw[0]).__name__ == "Float8Linear"
     raw(torch.randn(4, 40, dtype=torch.bfloat16)).float().sum().backward()
 

@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from trainer.config import ModelConfig, PrecisionConfig
-from trainer.fp8 import torchao_backend
+from trainer.fp8 import converters
 from trainer.fp8.layers import plan_layers
-from trainer.fp8.names import Recipe
-from trainer.fp8.share import fp8_gemms, fp8_share
+from trainer.fp8.share import fp8_share
+from trainer.fp8_names import Recipe
 from trainer.model import Transformer, flops_per_token, resolve_arch
-from trainer.precision import resolve
+from trainer.precision import Plan, resolve
 
 SENSITIVE = ["embedding", "head", "first_block", "last_block"]
 
@@ -26,9 +26,10 @@ def _share(size: str, backward: str, recipe: str = "tensorwise") -> tuple[int, f
     plan = resolve(
         dataclasses.replace(PrecisionConfig(), backward_matmul=backward, fp8_recipe=Recipe(recipe))
     )
-    keep = torchao_backend.size_filter(plan)
-    choices = plan_layers(model, SENSITIVE, arch.n_layers, keep, recipe)
-    share = fp8_share(choices, plan, flops_per_token(arch, 1024), None)
+    converter = converters.for_plan(plan, "none")
+    assert converter is not None
+    choices = plan_layers(model, SENSITIVE, arch.n_layers, converter.size_filter(), recipe)
+    share = fp8_share(choices, converter.fp8_gemms, flops_per_token(arch, 1024), None)
     return share.layers, share.share, share.ceiling
 
 
@@ -43,16 +44,21 @@ def _share(size: str, backward: str, recipe: str = "tensorwise") -> tuple[int, f
     ],
 )
 def test_the_ceiling_of_each_recipe(
-    size: str, backward: str, recipe: str, layers: int, ceiling: float
+    size: str, backward: str, recipe: str, layers: int, ceiling: float, torchao: None
 ) -> None:
     found_layers, _, found_ceiling = _share(size, backward, recipe)
     assert found_layers == layers and found_ceiling == pytest.approx(ceiling, abs=0.005)
 
 
+def _gemms(plan: Plan) -> int:
+    converter = converters.for_plan(plan, "none")
+    return 0 if converter is None else converter.fp8_gemms
+
+
 def test_gemm_counts_follow_the_recipe() -> None:
     base = PrecisionConfig()
     counts = [
-        fp8_gemms(resolve(dataclasses.replace(base, **kw)))  # type: ignore[arg-type]
+        _gemms(resolve(dataclasses.replace(base, **kw)))  # type: ignore[arg-type]
         for kw in (
             {"forward_matmul": "bf16"},
             {},

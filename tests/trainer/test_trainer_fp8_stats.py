@@ -11,7 +11,7 @@ from torch import nn
 
 from tests.trainer.trainer_helpers import QUICK, RunCli, records
 from trainer.config import PrecisionConfig
-from trainer.fp8 import torchao_backend
+from trainer.fp8 import converters
 from trainer.fp8.stats import NOT_MEASURED, Fp8Monitor
 from trainer.precision import resolve
 
@@ -23,12 +23,14 @@ def _layer(backward: str = "bf16") -> tuple[nn.Module, Fp8Monitor]:
     plan = resolve(PrecisionConfig(backward_matmul=backward))
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(32, 32, bias=False)).to(torch.bfloat16)
-    torchao_backend.convert(model, {"0"}, plan)
+    converter = converters.for_plan(plan, "none")
+    assert converter is not None
+    converter.convert(model, {"0"}, CPU)
     assert plan.fp8_forward is not None
     return model, Fp8Monitor(model, ["0"], plan.fp8_forward, plan.fp8_backward)
 
 
-def test_scale_is_format_max_over_amax_and_only_armed_steps_count() -> None:
+def test_scale_is_format_max_over_amax_and_only_armed_steps_count(torchao: None) -> None:
     model, monitor = _layer()
     x = torch.randn(16, 32, dtype=torch.bfloat16)
     model(x)  # not armed: nothing recorded
@@ -45,7 +47,7 @@ def test_scale_is_format_max_over_amax_and_only_armed_steps_count() -> None:
     assert not monitor._handles  # disarmed
 
 
-def test_wide_ranges_and_overflow_warn() -> None:
+def test_wide_ranges_and_overflow_warn(torchao: None) -> None:
     model, monitor = _layer()
     x = torch.full((16, 32), 1e-6, dtype=torch.bfloat16)
     x[0, 0] = 1e4  # one huge value: the tiny ones flush to zero in E4M3
@@ -62,7 +64,7 @@ def test_wide_ranges_and_overflow_warn() -> None:
     assert any("overflow" in w for w in warnings)
 
 
-def test_fp8_gradients_are_measured_against_e5m2() -> None:
+def test_fp8_gradients_are_measured_against_e5m2(torchao: None) -> None:
     model, monitor = _layer("fp8_e5m2")
     monitor.arm()
     model(torch.randn(16, 32, dtype=torch.bfloat16)).float().pow(2).sum().backward()
@@ -71,7 +73,7 @@ def test_fp8_gradients_are_measured_against_e5m2() -> None:
     assert fields["fp8_grad_amax_max"] > 0 and 0 <= fields["fp8_grad_underflow_max"] <= 1
 
 
-def test_a_layer_that_did_not_run_is_not_measured_never_overflow() -> None:
+def test_a_layer_that_did_not_run_is_not_measured_never_overflow(torchao: None) -> None:
     _, monitor = _layer()
     fields, warnings = monitor.summarize(monitor.table(CPU))  # armed for nothing: all unmeasured
     assert fields["fp8_layers"] == 1 and fields["fp8_layers_measured"] == 0
@@ -79,7 +81,7 @@ def test_a_layer_that_did_not_run_is_not_measured_never_overflow() -> None:
     assert warnings == []
 
 
-def test_one_ranks_nan_amax_survives_the_max_across_ranks() -> None:
+def test_one_ranks_nan_amax_survives_the_max_across_ranks(torchao: None) -> None:
     """The loop all-reduces the table with MAX: NaN must not lose to another rank's value."""
     model, monitor = _layer()
     monitor.arm()

@@ -64,6 +64,8 @@ def test_bad_numbers_are_exit_2_with_one_line(
     assert res.out == ""
 
 
+# integration: it trains (its first optimizer step imports torch._dynamo: ~5 CPU-s)
+@pytest.mark.integration
 def test_unreadable_config_and_metrics_file(run_cli: RunCli, tmp_path: Path) -> None:
     latin1 = tmp_path / "run.yaml"
     latin1.write_bytes("train:\n  steps: 4 # über\n".encode("latin-1"))
@@ -85,6 +87,8 @@ def test_the_1b_model_at_batch_64_is_refused_on_the_cpu(run_cli: RunCli) -> None
     assert "--activation-checkpointing full" in res.err and "--batch-size" in res.err
 
 
+# integration: it trains (its first optimizer step imports torch._dynamo: ~5 CPU-s)
+@pytest.mark.integration
 def test_out_of_memory_in_a_step_names_the_step_and_the_estimate(
     run_cli: RunCli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -384,7 +388,7 @@ def test_a_step_the_grad_scaler_skips_reports_no_unchanged_count() -> None:
         [weight], lr=0.1, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0, state_dtype=torch.float32
     )
     run = SimpleNamespace(
-        optimizer=optimizer, scaler=None, cfg=RunConfig(), fault=None, fp8_all_gather=False
+        optimizer=optimizer, scaler=None, cfg=RunConfig(), fault=None, fp8_converter=None
     )
     weight.grad = torch.ones(4)
     assert not train_step.optimizer_step(run, [weight], 1, 1.0, 1.0, measure=True)  # type: ignore[arg-type]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from builder import labels as lab
+from builder.spec import labels as lab
 from builder.verify.host_compat import compat_claim_problem, read_this_host, verdict_here
 from builder.workspace import open_workspace
 
@@ -57,4 +57,4 @@ def test_this_host_is_read_from_proc(tmp_path: Path) -> None:
     )
     got = read_this_host(tmp_path)
     assert got["driver"] == "580.65.06" and got["flavour"] == "open"
-    assert got["gpus"] == [{"arch": "9.0", "brand": "unknown", "name": "NVIDIA H100 80GB HBM3"}]
+    assert got["gpus"] == [{"name": "NVIDIA H100 80GB HBM3", "pci_id": None, "bus": "0000:18:00.0"}]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from builder.engines.base import EngineError, RunSpec
-from builder.labels import VERIFY_LABEL
+from builder.spec.labels import VERIFY_LABEL
 from builder.verify.lifecycle import plan_gpus, running_container
 from tests.fake_engine import FakeEngine
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import testinfra
 
-from builder.labels import cell_arch_list, torch_cuda_arch_list
+from builder.spec.labels import cell_arch_list, torch_cuda_arch_list
 from builder.verify import nvcc_probe
 from builder.workspace import open_workspace
 
@@ -41,7 +41,7 @@ def test_every_cuda_devel_cell_sets_the_arch_list_torch_was_built_for() -> None:
     assert devel
     for cell in devel:
         _, sass = nvcc_probe.gencode(torch_cuda_arch_list(cell))
-        assert sass == list(cell_arch_list(cell)), cell.name  # what the label says
+        assert sass == list(cell_arch_list(cell) or ()), cell.name  # what the label says
         assert "sm_100" in sass and "sm_120" in sass, cell.name
 
 
@@ -54,3 +54,14 @@ def test_a_kernel_compiles_for_every_arch_of_the_list(nvcc: Path) -> None:
     assert lib["ptx"] == ["compute_120"]
     with pytest.raises(RuntimeError, match=r"nvcc could not compile a kernel for 3\.5"):
         nvcc_probe.compile_and_scan(host, sys.executable, str(nvcc), "3.5")
+
+
+def test_the_cuda_extension_probe_links_cublas_and_nccl_by_name() -> None:
+    """The probe cuda_extension runs in a devel image is valid Python, links -lcublas and
+    -lnccl (the image's link names, docs/build.md) and calls into both libraries."""
+    from builder.verify.suite import test_4_extensions as suite
+
+    compile(suite._CUDA_EXTENSION, "cuda_extension probe", "exec")
+    assert 'extra_ldflags=["-lcublas", "-lnccl"]' in suite._CUDA_EXTENSION
+    assert "cublasGetProperty" in suite._CUDA_EXTENSION
+    assert "ncclGetVersion" in suite._CUDA_EXTENSION

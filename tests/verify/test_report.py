@@ -4,6 +4,7 @@ summary, the JSON and the JUnit XML show it."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import importlib.util
 import json
@@ -23,11 +24,10 @@ from builder.judgement.registry import ids, registered
 from builder.judgement.severity import BLOCK
 from builder.verify import expect as expectations
 from builder.verify.report import OUTCOMES, CheckResult, Report
-from builder.verify.runner import run_suite, suite_checks
+from builder.verify.runner import SUITE_DIR, run_suite, suite_checks
 from builder.workspace import open_workspace
+from tests.arches.fatbin_bytes import SASS, container, elf64, entry
 from tests.docs.tables import first_column_ids
-
-from .fatbin_bytes import SASS, container, elf64, entry
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_CELL = "debian12-cpu-py3.11-torch2.13.0-runtime"
@@ -76,7 +76,7 @@ def local_ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]
         "image": {
             "ref": "local-test",
             "id": "sha256:" + "1" * 64,
-            "labels": {**expect["labels"], "io.trainimg.cell.hash": expect["content_hash"]},
+            "labels": {**expect["labels"], "io.trainimg.cell.hash": expect["cell_hash"]},
             "env": expect["env"],
             "user": "1000:1000",
             "entrypoint": [sys.executable, "-m", "trainer"],
@@ -143,7 +143,15 @@ def test_mixed_outcomes_and_reports(local_ctx: dict[str, Any], tmp_path: Path) -
     assert [c.name for c in checks] == CHECKS
     outcome = {c.name: c.outcome for c in checks}
     machine = on_this_machine(local_ctx["expect"])
-    want = {
+    want = _mixed_outcomes(machine)
+    assert outcome == want, {n: by_name[n].message for n in outcome if outcome[n] != want[n]}
+    _assert_messages(by_name, machine, local_ctx)
+    _assert_reports(checks, code, want, machine, junit, local_ctx)
+
+
+def _mixed_outcomes(machine: dict[str, str]) -> dict[str, str]:
+    """What each check gives against this machine with the CPU cell's context."""
+    return {
         **machine,
         # the context's own labels and environment, right for the CPU cell
         "labels": "passed",
@@ -164,7 +172,12 @@ def test_mixed_outcomes_and_reports(local_ctx: dict[str, Any], tmp_path: Path) -
         "train_compile": "error",
         "train_any_uid": "error",
     }
-    assert outcome == want, {n: by_name[n].message for n in outcome if outcome[n] != want[n]}
+
+
+def _assert_messages(
+    by_name: dict[str, CheckResult], machine: dict[str, str], local_ctx: dict[str, Any]
+) -> None:
+    """Each outcome says why: the details of a pass, the reason of a skip or a failure."""
     if machine["torch_version"] == "passed":
         assert f"torch {local_ctx['expect']['torch']}" in by_name["torch_version"].details
     if machine["gcc_version"] == "passed":
@@ -186,6 +199,16 @@ def test_mixed_outcomes_and_reports(local_ctx: dict[str, Any], tmp_path: Path) -
     ):
         assert "trainer" in by_name[name].message, (name, by_name[name])
 
+
+def _assert_reports(
+    checks: list[CheckResult],
+    code: int,
+    want: dict[str, str],
+    machine: dict[str, str],
+    junit: Path,
+    local_ctx: dict[str, Any],
+) -> None:
+    """The summary, the JSON and the JUnit XML of the same run show the same outcomes."""
     report = Report(
         image="local-test",
         image_id="sha256:1",
@@ -232,10 +255,12 @@ def test_mixed_outcomes_and_reports(local_ctx: dict[str, Any], tmp_path: Path) -
 
 
 def test_the_registry_and_the_suite_name_the_same_checks_in_order() -> None:
-    """Each registered verify check is the suite's test_<id>, and each test is registered."""
-    from builder.verify.suite import test_image
-
-    tests = {n: f for n, f in vars(test_image).items() if n.startswith("test_") and callable(f)}
+    """Each registered verify check is the suite's test_<id>, and each test is registered, in
+    the order pytest runs them: the suite's test files by name, each file's tests as written."""
+    tests: dict[str, Any] = {}
+    for path in sorted(SUITE_DIR.glob("test_*.py")):
+        module = importlib.import_module(f"builder.verify.suite.{path.stem}")
+        tests |= {n: f for n, f in vars(module).items() if n.startswith("test_") and callable(f)}
     assert [n.removeprefix("test_") for n in tests] == list(ids("verify")) == CHECKS
     for check in registered("verify"):
         assert check.fn is tests[f"test_{check.id}"] and check.summary

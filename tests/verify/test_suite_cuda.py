@@ -44,7 +44,7 @@ def cuda_ctx(
         "image": {
             "ref": "local-cu128",
             "id": "sha256:" + "2" * 64,
-            "labels": {**expect["labels"], "io.trainimg.cell.hash": expect["content_hash"]},
+            "labels": {**expect["labels"], "io.trainimg.cell.hash": expect["cell_hash"]},
             "env": env,
             "user": "1000:1000",
             "entrypoint": [sys.executable, "-m", "trainer"],

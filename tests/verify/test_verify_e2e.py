@@ -15,7 +15,7 @@ import pytest
 from builder.cli import main
 from builder.engines import discover as connect_mod
 from builder.engines.base import ImageNotFound
-from builder.labels import VERIFY_LABEL
+from builder.spec.labels import VERIFY_LABEL
 from builder.verify.report import Report
 from builder.verify.runner import verify
 from builder.verify.target import load_workspace

@@ -1,4 +1,4 @@
-"""Which Linear layers run FP8: the sensitive-layer list (seed §6.2) plus CUDA's shape rules.
+"""Which Linear layers run FP8: the sensitive-layer list plus CUDA's shape rules.
 
 Sensitive entries are keywords (`embedding`, `head`, `first_block`, `last_block`) or glob
 patterns over module names (`blocks.*.mlp.down`). A layer whose dims CUDA's FP8 GEMM cannot
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from torch import nn
 
 from trainer.errors import BadInput
-from trainer.fp8.names import Recipe
 from trainer.fp8.rules import linear_problems
+from trainer.fp8_names import Recipe
 
 
 @dataclass(frozen=True)

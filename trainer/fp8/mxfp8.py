@@ -3,17 +3,24 @@
 
 torchao's MXFP8 training lives in `torchao.prototype.moe_training.config` from torchao 0.17
 (0.15 and 0.16 do not have it). On CUDA its dim-1 casts run a CUDA extension, `_C_mxfp8`, built
-for sm_100 (its SASS; B200/GB200 and the B300's sm_103 run it) and loaded with torchao; torchao
-0.18's wheel carries it for CPython 3.10 only (`_C_mxfp8.cpython-310-...so`), so on the images'
-Python 3.11/3.12 the op has no CUDA kernel. On the CPU torchao's emulated recipe needs neither.
+for sm_100 (its SASS; B200/GB200 and the B300's sm_103 run it) and loaded with torchao through
+torch.ops.load_library. Its file name carries a `cpython-310` tag, but it is no Python module
+(no PyInit): what decides whether it loads is the CUDA runtime it links. torchao 0.18's PyPI
+wheel links libcudart.so.13 (read from its ELF DT_NEEDED), so next to a cu128 torch it does not
+load and the op has no CUDA kernel. On the CPU torchao's emulated recipe needs neither.
 """
 
 from __future__ import annotations
 
-import platform
 import re
+import struct
 from importlib import metadata
+from pathlib import Path
 from typing import Final
+
+import torch
+
+from trainer.fp8 import elf_needed
 
 MODULE: Final = "torchao.prototype.moe_training.config"
 MIN_TORCHAO: Final = "0.17"
@@ -44,25 +51,45 @@ def module_problem() -> str | None:
     return None
 
 
-def kernel_builds() -> list[str]:
-    """The Pythons torchao's `_C_mxfp8` is built for (`abi3`: any)."""
-    return [
-        "abi3" if m.group(1) is None else f"{m.group(1)}.{m.group(2)}"
-        for m in (_KERNEL.match(f) for f in _files() or [])
-        if m
-    ]
+def kernel_files() -> list[Path]:
+    """torchao's `_C_mxfp8` CUDA extension files, where they are on disk."""
+    try:
+        dist = metadata.distribution("torchao")
+    except metadata.PackageNotFoundError:
+        return []
+    return [Path(str(dist.locate_file(f))) for f in dist.files or [] if _KERNEL.match(str(f))]
 
 
-def kernel_problem() -> str | None:
-    """Why torchao's MXFP8 CUDA extension will likely not load into this Python (None when a
-    build for it is there). A hint: whether the op got its CUDA kernel is checked at run time."""
-    builds = kernel_builds()
-    this = ".".join(platform.python_version_tuple()[:2])
-    if "abi3" in builds or this in builds:
+def kernel_cudart() -> list[str]:
+    """The CUDA runtimes (`libcudart.so.13`) torchao's `_C_mxfp8` links (ELF DT_NEEDED)."""
+    found: list[str] = []
+    for path in kernel_files():
+        try:
+            names = elf_needed.needed(path)
+        except (OSError, ValueError, struct.error):
+            continue
+        found += [n for n in names if n.startswith("libcudart.so") and n not in found]
+    return found
+
+
+def kernel_problem(torch_cuda: str | None = None) -> str | None:
+    """Why torchao's MXFP8 CUDA extension will not load next to this torch (None when nothing
+    on disk says so). A hint only: whether the op got its CUDA kernel is asked of torch's
+    dispatcher at the start of a run (torchao_backend.convert_mx). The file's `cpython-310` tag
+    means nothing here: the extension is a torch op library loaded by torch.ops.load_library,
+    with no Python module init; what stops it loading is the CUDA runtime it links."""
+    cuda = torch.version.cuda if torch_cuda is None else torch_cuda
+    if not kernel_files():
+        return "torchao has no MXFP8 CUDA extension (_C_mxfp8): on a GPU the MXFP8 casts need it"
+    runtimes = kernel_cudart()
+    if not cuda or not runtimes:
         return None
-    tags = ", ".join(f"CPython {b}" for b in builds) or "no Python"
+    major = cuda.split(".")[0]
+    if any(rt == f"libcudart.so.{major}" for rt in runtimes):
+        return None
+    linked = ", ".join(runtimes)
     return (
-        f"torchao's MXFP8 CUDA kernels (_C_mxfp8) are built for {tags} in this torchao, not for "
-        f"this Python {this}: on a GPU the MXFP8 casts need them (checked at the start of a "
-        "run); use a torchao built for this Python, or fp8_recipe tensorwise"
+        f"torchao's MXFP8 CUDA kernels (_C_mxfp8) link {linked}, but this torch is built for "
+        f"CUDA {cuda}: the extension does not load, so the MXFP8 casts have no CUDA kernel; use "
+        f"a torchao built for CUDA {major}, or fp8_recipe tensorwise"
     )

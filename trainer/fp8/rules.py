@@ -15,7 +15,7 @@ from typing import Final
 
 import torch
 
-from trainer.fp8.names import ROWWISE_RECIPES, Recipe
+from trainer.fp8_names import ROWWISE_RECIPES, Recipe
 
 FP8_MIN_CC: Final = (8, 9)
 FP8_MAX: Final = {

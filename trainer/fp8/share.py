@@ -16,20 +16,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from trainer.fp8.layers import LayerChoice
-from trainer.fp8.names import Recipe
-from trainer.precision import Plan
 
 FP8_RATE_DEFAULT: Final = 2.0  # dense FP8 / BF16 tensor-core peak of Hopper and Blackwell
-
-
-def fp8_gemms(plan: Plan) -> int:
-    """Of a converted layer's three GEMMs (forward, gradient input, gradient weight), how many
-    run in FP8."""
-    if plan.fp8_forward is None:
-        return 0
-    if plan.fp8_backward is None:
-        return 1
-    return 2 if plan.config.fp8_recipe == Recipe.ROWWISE_WITH_GW_HP else 3
 
 
 @dataclass(frozen=True)
@@ -56,10 +44,10 @@ class Fp8Share:
 
 
 def fp8_share(
-    choices: Sequence[LayerChoice], plan: Plan, flops_per_token: float, rate: float | None
+    choices: Sequence[LayerChoice], gemms: int, flops_per_token: float, rate: float | None
 ) -> Fp8Share:
-    """`flops_per_token`: the whole step's (trainer.model.flops_per_token)."""
-    gemms = fp8_gemms(plan)
+    """`gemms`: of each converted layer's three, how many run in FP8 (the converter's
+    fp8_gemms); `flops_per_token`: the whole step's (trainer.model.flops_per_token)."""
     converted = [c for c in choices if c.fp8]
     fp8_flops = sum(2.0 * gemms * c.in_features * c.out_features for c in converted)
     share = fp8_flops / flops_per_token if flops_per_token > 0 else 0.0

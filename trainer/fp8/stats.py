@@ -1,12 +1,12 @@
-"""FP8 amax/scale statistics for the seed's §5.2 "distribution of FP8 scale factors".
+"""FP8 amax/scale statistics: the distribution of each FP8 layer's scale factors.
 
 On a log step the monitor hooks the FP8 layers for one micro-batch and records, per layer, the
 amax of the input and the weight (and of the output gradient when gradients are FP8) and the
 scale a dynamic tensorwise cast uses (fp8_max / amax). It also measures the fraction of
 non-zero inputs that flush to zero in the FP8 cast: dynamic scaling maps amax exactly onto the
 format's maximum, so overflow shows up as non-finite amax, and a too-wide value distribution
-shows up as underflow at the small end. Either one is a warning (§6.1: look at the scales
-before the loss explodes).
+shows up as underflow at the small end. Either one is a warning: the scales show trouble
+before the loss explodes.
 
 Hooks do not run inside torch.compile'd blocks (Dynamo skips hooks added after compiling), so
 the loop runs the monitored micro-batch eagerly (train_step.py). A layer that did not run is

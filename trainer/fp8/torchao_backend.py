@@ -1,6 +1,7 @@
-"""FP8 training through torchao's float8 Linear (dynamic scaling, tensorwise or row-wise).
+"""FP8 training through torchao: float8 Linear (dynamic scaling, tensorwise or row-wise) and
+MXFP8 weights. The pieces only; which of them a recipe uses is its converter's (converters.py).
 
-`fp8-fwd` (the seed's default) is expressed by disabling the three backward casts, so the
+`fp8-fwd` (the default preset) is expressed by disabling the three backward casts, so the
 backward GEMMs run in BF16; `fp8` keeps torchao's E5M2 gradient cast. torchao is imported only
 when FP8 is asked for, with its import-time notices about optional kernels silenced.
 """
@@ -18,8 +19,6 @@ from torch import nn
 
 from trainer.errors import BadInput
 from trainer.fp8 import mxfp8
-from trainer.fp8.names import ROWWISE_RECIPES, Recipe
-from trainer.precision import Plan
 
 _NOISY_LOGGERS = ("torchao", "torch.utils._pytree")
 
@@ -50,19 +49,6 @@ def load() -> Any:
     return float8
 
 
-def fsdp_float8_all_gather(plan: Plan, mode: str) -> bool:
-    """torchtitan's FSDP2 float8 all-gather: the sharded weights are cast to FP8 before the
-    all-gather (half the bytes of bf16), with one scale per tensor computed for all layers at
-    once after the optimizer step (`precompute_float8_dynamic_scale_for_fsdp`). torchao offers
-    it for tensorwise scaling only, and only with every GEMM in FP8: `fp8-fwd`'s BF16
-    backward needs the high-precision weight, which a float8 all-gather does not bring."""
-    return (
-        mode == "fsdp"
-        and plan.config.fp8_recipe == Recipe.TENSORWISE
-        and plan.fp8_backward is not None
-    )
-
-
 def precompute_scales(model: nn.Module) -> None:
     """After each optimizer step under FSDP2 float8 all-gather: every FP8 weight's amax in one
     all-reduce instead of one per layer."""
@@ -70,47 +56,67 @@ def precompute_scales(model: nn.Module) -> None:
     utils.precompute_float8_dynamic_scale_for_fsdp(model)
 
 
-def float8_config(plan: Plan, all_gather: bool = False) -> Any:
-    """The torchao Float8LinearConfig for this precision plan."""
-    float8 = load()
+def _casts() -> tuple[Any, Any, Any]:
     cfg_mod = importlib.import_module("torchao.float8.config")
-    cast, scaling, gran = cfg_mod.CastConfig, cfg_mod.ScalingType, cfg_mod.ScalingGranularity
-    recipe = plan.config.fp8_recipe
-    rowwise = recipe in ROWWISE_RECIPES
-    granularity = gran.AXISWISE if rowwise else gran.TENSORWISE
+    return cfg_mod.CastConfig, cfg_mod.ScalingType, cfg_mod.ScalingGranularity
+
+
+def forward_only_config(target: torch.dtype, *, rowwise: bool, all_gather: bool) -> Any:
+    """Float8LinearConfig with the forward in FP8 and the three backward casts disabled, so the
+    backward GEMMs run in BF16 (`fp8-fwd`). Row-wise scales are rounded to powers of 2."""
+    float8 = load()
+    cast, scaling, gran = _casts()
     forward = cast(
         scaling_type=scaling.DYNAMIC,
-        scaling_granularity=granularity,
-        target_dtype=plan.fp8_forward,
+        scaling_granularity=gran.AXISWISE if rowwise else gran.TENSORWISE,
+        target_dtype=target,
     )
-    if plan.fp8_backward is None:
-        off = cast(scaling_type=scaling.DISABLED)
-        return float8.Float8LinearConfig(
-            cast_config_input=forward,
-            cast_config_weight=forward,
-            cast_config_grad_output=off,
-            cast_config_input_for_grad_weight=off,
-            cast_config_weight_for_grad_input=off,
-            round_scales_to_power_of_2=rowwise,
-            enable_fsdp_float8_all_gather=all_gather,
-        )
-    if rowwise:
-        return float8.Float8LinearConfig.from_recipe_name(recipe)
-    grad = cast(
-        scaling_type=scaling.DYNAMIC,
-        scaling_granularity=granularity,
-        target_dtype=plan.fp8_backward,
-    )
+    off = cast(scaling_type=scaling.DISABLED)
     return float8.Float8LinearConfig(
         cast_config_input=forward,
         cast_config_weight=forward,
+        cast_config_grad_output=off,
+        cast_config_input_for_grad_weight=off,
+        cast_config_weight_for_grad_input=off,
+        round_scales_to_power_of_2=rowwise,
+        enable_fsdp_float8_all_gather=all_gather,
+    )
+
+
+def tensorwise_config(forward: torch.dtype, backward: torch.dtype, *, all_gather: bool) -> Any:
+    """Float8LinearConfig with one dynamic scale per tensor, `backward` for the gradients."""
+    float8 = load()
+    cast, scaling, gran = _casts()
+    fwd, grad = (
+        cast(scaling_type=scaling.DYNAMIC, scaling_granularity=gran.TENSORWISE, target_dtype=t)
+        for t in (forward, backward)
+    )
+    return float8.Float8LinearConfig(
+        cast_config_input=fwd,
+        cast_config_weight=fwd,
         cast_config_grad_output=grad,
         enable_fsdp_float8_all_gather=all_gather,
     )
 
 
-def size_filter(plan: Plan) -> Callable[[nn.Module, str], bool] | None:
-    """torchao's auto-filter for the recipe (torchtitan's `filter_fqns` + auto-filter): a Linear
+def recipe_config(recipe: str) -> Any:
+    """torchao's own Float8LinearConfig for a named recipe (`rowwise`, `rowwise_with_gw_hp`).
+
+    `from_recipe_name` takes its own `Float8LinearRecipeName` or an exact `str`: it tests
+    `type(name) == str`, so the trainer's StrEnum member fell through every branch
+    ("unknown recipe_name rowwise"). The name is turned into torchao's type here."""
+    float8 = load()
+    names = importlib.import_module("torchao.float8.config").Float8LinearRecipeName
+    try:
+        name = names(str(recipe))  # a StrEnum member prints as its value
+    except ValueError as exc:
+        valid = ", ".join(n.value for n in names)
+        raise BadInput(f"fp8_recipe {recipe}: torchao has no such recipe; one of: {valid}") from exc
+    return float8.Float8LinearConfig.from_recipe_name(name)
+
+
+def size_filter(recipe: str) -> Callable[[nn.Module, str], bool] | None:
+    """torchao's auto-filter for `recipe` (torchtitan's `filter_fqns` + auto-filter): a Linear
     whose GEMM is too small for FP8 to beat BF16 on an H100 stays BF16. None when this torchao
     has no such filter (it is an experimental API: `_auto_filter_for_recipe`)."""
     load()
@@ -118,9 +124,6 @@ def size_filter(plan: Plan) -> Callable[[nn.Module, str], bool] | None:
     auto = getattr(utils, "_auto_filter_for_recipe", None)
     if auto is None:
         return None
-    # rowwise_with_gw_hp has no filter of its own; its GEMMs are rowwise's
-    rowwise = plan.config.fp8_recipe in ROWWISE_RECIPES
-    recipe = Recipe.ROWWISE if rowwise else Recipe.TENSORWISE
     chosen: Callable[[nn.Module, str], bool] = auto(recipe, [])
     return chosen
 
@@ -158,7 +161,7 @@ def _has_cuda_kernel(op: str) -> bool:
         return False
 
 
-def _convert_mx(model: nn.Module, layer_names: set[str], emulate: bool) -> None:
+def convert_mx(model: nn.Module, layer_names: set[str], *, emulate: bool) -> None:
     """MXFP8 training (torchao.prototype.moe_training): the named layers' weights become
     MXFP8TrainingWeightWrapperTensor, whose matmuls quantize both operands to E4M3 with one
     e8m0 scale per 32 elements. `emulate`: plain PyTorch ops (any device; slow, for tests)."""
@@ -186,21 +189,8 @@ def _convert_mx(model: nn.Module, layer_names: set[str], emulate: bool) -> None:
     quantization.quantize_(model, config, filter_fn=lambda _mod, fqn: fqn in layer_names)
 
 
-def convert(
-    model: nn.Module,
-    layer_names: set[str],
-    plan: Plan,
-    *,
-    emulate: bool = False,
-    all_gather: bool = False,
-) -> nn.Module:
-    """Swap the named nn.Linear layers for torchao Float8Linear (or MXFP8 weights), in place."""
-    if plan.config.fp8_recipe == Recipe.MXFP8:
-        _convert_mx(model, layer_names, emulate)
-    else:
-        float8 = load()
-        config = float8_config(plan, all_gather)
-        float8.convert_to_float8_training(
-            model, config=config, module_filter_fn=lambda _mod, fqn: fqn in layer_names
-        )
-    return model
+def convert_float8(model: nn.Module, layer_names: set[str], config: Any) -> None:
+    """Swap the named nn.Linear layers for torchao Float8Linear under `config`, in place."""
+    load().convert_to_float8_training(
+        model, config=config, module_filter_fn=lambda _mod, fqn: fqn in layer_names
+    )

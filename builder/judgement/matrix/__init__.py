@@ -12,9 +12,16 @@ read a cell (its record), the date and builder.facts.
 
 # The import order is the order the rules are registered and their findings print.
 # isort: off
-from builder.judgement.matrix import os, pins, torch, fp8, cuda, driver, gpu  # noqa: F401
+from builder.judgement.matrix import os, pins, torch, fp8, cuda, driver, gpu, staleness  # noqa: F401
 
 # isort: on
-from builder.judgement.matrix.apply import check_cell, check_lock, first_error, violation
+from builder.judgement.matrix.apply import (
+    StaleLimits,
+    check_cell,
+    check_cells,
+    check_lock,
+    first_error,
+    violation,
+)
 
-__all__ = ["check_cell", "check_lock", "first_error", "violation"]
+__all__ = ["StaleLimits", "check_cell", "check_cells", "check_lock", "first_error", "violation"]

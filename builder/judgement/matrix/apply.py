@@ -4,13 +4,14 @@ that caused it."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 from builder.errors import MatrixError
 from builder.judgement.finding import Finding
 from builder.judgement.registry import registered
 from builder.judgement.severity import BLOCK
-from builder.lock import BuildRecord
 from builder.matrix.expand import Expansion
 from builder.matrix.model import Cell, Matrix
 
@@ -19,6 +20,20 @@ from builder.matrix.model import Cell, Matrix
 PER_GPU = "gpu"
 # A rule that reads this judges a cell against its lock record: check_lock, not check_cell.
 LOCK_RECORD = "lock"
+# A rule that reads this judges the matrix's cells together (check_cells), as
+# (cells, today, limits): what only the whole matrix can say (is its newest torch behind?).
+ALL_CELLS = "cells"
+
+
+class LastBuild(Protocol):
+    """What the pin rules read of a cell's last build (its lock record, builder/build/lock.py):
+    when it was built and the RPMs it installed, name -> NEVRA."""
+
+    @property
+    def built_at(self) -> str: ...
+
+    @property
+    def packages(self) -> Mapping[str, str]: ...
 
 
 def check_cell(cell: Cell, today: dt.date) -> list[Finding]:
@@ -26,7 +41,7 @@ def check_cell(cell: Cell, today: dt.date) -> list[Finding]:
     findings: list[Finding] = []
     rules = registered("matrix")
     for rule in rules:
-        if PER_GPU not in rule.reads and LOCK_RECORD not in rule.reads:
+        if not {PER_GPU, LOCK_RECORD, ALL_CELLS} & set(rule.reads):
             out: Iterable[Finding] = rule.fn(cell, today)
             findings.extend(out)
     per_gpu = [rule for rule in rules if PER_GPU in rule.reads]
@@ -37,7 +52,28 @@ def check_cell(cell: Cell, today: dt.date) -> list[Finding]:
     return findings
 
 
-def check_lock(cell: Cell, record: BuildRecord, today: dt.date) -> list[Finding]:
+def check_cells(
+    cells: Sequence[Cell], today: dt.date, limits: StaleLimits
+) -> list[tuple[Cell, Finding]]:
+    """The findings of the rules that judge the cells together, each with the cell it is about."""
+    out: list[tuple[Cell, Finding]] = []
+    for rule in registered("matrix"):
+        if ALL_CELLS in rule.reads:
+            found: Iterable[tuple[Cell, Finding]] = rule.fn(cells, today, limits)
+            out.extend(found)
+    return out
+
+
+@dataclass(frozen=True)
+class StaleLimits:
+    """How far behind the matrix may fall before `matrix check` warns: torch minors behind the
+    newest release of a cell's CUDA line, and days since a facts data file was read."""
+
+    minors: int = 2
+    days: int = 90
+
+
+def check_lock(cell: Cell, record: LastBuild, today: dt.date) -> list[Finding]:
     """The findings of the rules that judge a cell against its lock record (its last build)."""
     findings: list[Finding] = []
     for rule in registered("matrix"):

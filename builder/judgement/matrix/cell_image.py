@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-from builder import labels as lab
 from builder.facts.cuda import CudaSource
 from builder.facts.gpus import Gpu
 from builder.judgement.driver_life import LIFECYCLE_ID
@@ -16,6 +15,7 @@ from builder.judgement.gpu_identity import GpuIdentity, from_catalogue
 from builder.judgement.image import ImageVerdict, judge
 from builder.judgement.image_facts import DriverState, ImageFacts
 from builder.matrix.model import Cell
+from builder.spec import labels as lab
 
 # Which rule reports which reason codes of the verdict (the rest is cuda.driver's).
 GPU_RULE_CODES: dict[str, tuple[str, ...]] = {
@@ -40,7 +40,7 @@ def cell_image(cell: Cell) -> ImageFacts:
         (req,) if req else (),
         str(cell.cuda.version) if cell.cuda else None,
         source if source is not None else CudaSource.UNKNOWN,
-        lab.cell_arch_list(cell) if cell.cuda is not None else (),
+        lab.cell_arch_list(cell) if cell.cuda is not None else (),  # None: unknown
     )
 
 

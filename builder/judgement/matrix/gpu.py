@@ -23,8 +23,8 @@ from builder.judgement.matrix.apply import PER_GPU
 from builder.judgement.matrix.cell_image import gpu_slice
 from builder.judgement.registry import check
 from builder.judgement.severity import BLOCK, OK, WARN
-from builder.labels import cell_arch_list
 from builder.matrix.model import Cell
+from builder.spec.labels import cell_arch_list
 
 
 @check("gpu.cpu-cell", "matrix")
@@ -42,9 +42,10 @@ def _gpu_cpu_cell(cell: Cell, today: dt.date) -> Iterator[Finding]:
 
 def _sass(cell: Cell, g: Gpu) -> str | None:
     """The SASS of the cell's torch that runs on `g`; None on a CPU cell, or when none does."""
-    if cell.accelerator == "cpu":
+    arches = cell_arch_list(cell)
+    if cell.accelerator == "cpu" or arches is None:
         return None
-    return gpu_rules.covering_sass(cell_arch_list(cell), g.cc)
+    return gpu_rules.covering_sass(arches, g.cc)
 
 
 def _cc(g: Gpu) -> str:
@@ -56,9 +57,21 @@ def _gpu_arch(cell: Cell, g: Gpu, today: dt.date) -> Iterator[Finding]:
     """the cell's torch has SASS that runs on the GPU"""
     if cell.accelerator == "cpu":
         return  # gpu.cpu-cell judges a CPU cell's GPUs
-    arch_src = torch_builds.ARCH_LIST_SOURCES.get(torch_builds.torch_minor(cell.torch))
+    arch_src = torch_builds.arch_list_source(cell.torch)
     srcs = tuple(s for s in (arch_src, gpu_rules.SASS_COMPAT_SOURCE, g.source) if s)
     found = gpu_slice(cell, g, "gpu.arch", today)
+    if cell_arch_list(cell) is None:
+        yield Finding(
+            "gpu.arch",
+            WARN,
+            f"the arch list of torch {cell.torch} is unknown (no fact records it): whether "
+            f"{g.name} ({g.sm}) has a kernel image in it is not checked",
+            "record the build's arch list in builder/facts/torch_builds.py (scan its "
+            "libtorch_cuda.so with `trainimg arches`)",
+            srcs,
+            "torch",
+        )
+        return
     for f in found:
         yield Finding(
             "gpu.arch",

@@ -11,8 +11,8 @@ from builder.facts.sources import MATRIX_YAML
 from builder.judgement.finding import Finding
 from builder.judgement.registry import check
 from builder.judgement.severity import BLOCK, OK, WARN
-from builder.labels import BASE_PINNED_LABEL
 from builder.matrix.model import Cell
+from builder.spec.labels import BASE_PINNED_LABEL
 
 
 @check("os.python", "matrix")

@@ -1,20 +1,20 @@
-"""Rules about the pins of a cell's packages: the ones EL9's repositories will keep serving,
-and (reading the lock) the ones that are no longer what the last build installed."""
+"""Rules about the pins of a cell's packages: the ones EL9's and NVIDIA's repositories will keep
+serving, and (reading the lock) the ones that are no longer what the last build installed."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
 
+from builder.facts.cuda import BRANCH_SERIES_SOURCE, EXACT_PIN_KEPT_SOURCE, kept_in_every_build
 from builder.facts.oses import EL9_REPOS_KEEP_CURRENT_MINOR
 from builder.facts.sources import MATRIX_YAML
 from builder.judgement.finding import Finding
-from builder.judgement.matrix.apply import LOCK_RECORD
+from builder.judgement.matrix.apply import LOCK_RECORD, LastBuild
 from builder.judgement.registry import check
 from builder.judgement.severity import OK, WARN
-from builder.lock import BuildRecord
 from builder.matrix.model import Cell, Pin
-from builder.os_install import os_install
+from builder.spec.os_install import os_install
 
 
 def _os_pins(cell: Cell) -> list[Pin]:
@@ -53,6 +53,44 @@ def _os_pins_kept(cell: Cell, today: dt.date) -> Iterator[Finding]:
     )
 
 
+@check("cuda.pins", "matrix")
+def _nvidia_pins_kept(cell: Cell, today: dt.date) -> Iterator[Finding]:
+    """NVIDIA's packages are pinned exactly only where its repository keeps every build"""
+    repo = os_install(cell).cuda_repo
+    if repo is None or cell.os.family != "el9":
+        return
+    pins = [*repo.runtime, *(repo.devel if cell.flavour == "devel" else ())]
+    loose = [p for p in pins if not p.series and not kept_in_every_build(p.name)]
+    if loose:
+        names = ", ".join(f"{p.name} {p.version}" for p in loose)
+        yield Finding(
+            "cuda.pins",
+            WARN,
+            f"cuda.{cell.cuda.version if cell.cuda else ''}.el9 pins one build of {names}: "
+            "no fact says NVIDIA's repository (or a mirror of it) keeps every build of it, so "
+            "a repository without that build fails the os stage",
+            remediation="pin its driver branch series (e.g. cuda-compat-12-8: '570.*', checked "
+            "after install; the lock records the build)",
+            sources=(EXACT_PIN_KEPT_SOURCE, BRANCH_SERIES_SOURCE),
+            subject="cuda",
+        )
+        return
+    series = ", ".join(_shown(p) for p in pins if p.series) or "none"
+    yield Finding(
+        "cuda.pins",
+        OK,
+        f"NVIDIA's toolkit packages pinned exactly (its repository keeps every build); by "
+        f"branch series, checked after install: {series}",
+        sources=(EXACT_PIN_KEPT_SOURCE,),
+        subject="cuda",
+    )
+
+
+def _shown(pin: Pin) -> str:
+    """A pin as the matrix spells it: 'gcc 11', 'cuda-compat-12-8 570.*'."""
+    return f"{pin.name} {pin.version}{'.*' if pin.glob else ''}"
+
+
 def _in_series(version: str, series: str) -> bool:
     return version == series or version.startswith(series + ".")
 
@@ -78,7 +116,7 @@ def _matches(pin: Pin, installed: str) -> bool:
 
 
 @check("os.pins-recorded", "matrix", reads=(LOCK_RECORD,))
-def _pins_recorded(cell: Cell, record: BuildRecord, today: dt.date) -> Iterator[Finding]:
+def _pins_recorded(cell: Cell, record: LastBuild, today: dt.date) -> Iterator[Finding]:
     """each pin is what the repositories served at the cell's last build (its lock record)"""
     if not record.packages:
         return
@@ -89,7 +127,7 @@ def _pins_recorded(cell: Cell, record: BuildRecord, today: dt.date) -> Iterator[
         if cell.flavour == "devel":
             pins += [*repo.devel]
     stale = [
-        f"{p.name} {p.version} (built {record.packages[p.name].rsplit('.', 1)[0]})"
+        f"{_shown(p)} (built {record.packages[p.name].rsplit('.', 1)[0]})"
         for p in pins
         if p.name in record.packages and not _matches(p, record.packages[p.name])
     ]

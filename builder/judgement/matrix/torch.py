@@ -15,28 +15,30 @@ from builder.matrix.model import Cell
 
 @check("torch.build", "matrix")
 def _torch_build(cell: Cell, today: dt.date) -> Iterator[Finding]:
-    """torch is published for the cell's accelerator (cu128 or CPU)"""
+    """torch is published for the cell's accelerator (cu128, cu130, cu132 or CPU)"""
     if cell.accelerator == "cpu":
         yield Finding("torch.build", OK, f"torch {cell.torch} is a CPU build", subject="torch")
         return
     assert cell.cuda is not None
     tag = cuda_rules.cuda_tag(cell.cuda.version)
-    src = (torch_builds.CU128_SOURCE,)
-    if tag != "cu128":
+    src = (torch_builds.build_source(tag),)
+    minors = torch_builds.builds_of(tag)
+    if not minors:
         yield Finding(
             "torch.build",
             BLOCK,
-            f"the rules know cu128 torch builds only; CUDA {cell.cuda.version} "
-            f"would need {tag} wheels",
+            f"no torch release is known to be published as a {tag} build (CUDA "
+            f"{cell.cuda.version}); the rules know "
+            f"{', '.join(sorted(torch_builds.known_builds()))} builds",
             sources=src,
             subject="cuda",
         )
-    elif not torch_builds.has_cu128(cell.torch):
+    elif not torch_builds.has_build(cell.torch, tag):
         yield Finding(
             "torch.build",
             BLOCK,
-            f"torch {cell.torch.public} has no cu128 build (cu128 wheels exist for "
-            f"{', '.join(torch_builds.CU128_TORCH)}; 2.11 is the last)",
+            f"torch {cell.torch.public} has no {tag} build ({tag} wheels exist for "
+            f"{', '.join(minors)})",
             sources=src,
             subject="torch",
         )
@@ -44,7 +46,7 @@ def _torch_build(cell: Cell, today: dt.date) -> Iterator[Finding]:
         yield Finding(
             "torch.build",
             OK,
-            f"torch {cell.torch} is published for cu128",
+            f"torch {cell.torch} is published for {tag}",
             sources=src,
             subject="torch",
         )

@@ -1,11 +1,21 @@
 """Host checks of the container stack (pure): nvidia-container-toolkit, the CDI spec, podman's
-native CDI and SELinux."""
+native CDI and SELinux.
+
+Over 400 lines: `cdi.spec` is one finding about the spec podman resolves - its paths, its
+driver, the GPUs it lists and whether this podman's CDI library can parse it - so its helpers
+stay beside it."""
 
 from __future__ import annotations
 
 import datetime as dt
 
+from packaging.version import Version
+
+from builder.facts import cdi_versions as cdiv
 from builder.facts import host as host_rules
+from builder.facts.sources import Source
+from builder.host.parsers import CdiSpec
+from builder.host.shown import shown
 from builder.judgement.finding import Finding
 from builder.judgement.registry import check
 from builder.judgement.severity import BLOCK, OK, SKIP, WARN
@@ -16,7 +26,6 @@ from builder.preflight.checks.common import (
 )
 from builder.preflight.host_state import HostState
 from builder.preflight.model import UpgradePlan
-from builder.preflight.parsers import CdiSpec
 
 
 @check("toolkit.version", "host", reads=("container",))
@@ -89,7 +98,7 @@ def _effective(specs: list[CdiSpec]) -> tuple[list[CdiSpec], list[CdiSpec], list
     return effective, shadowed, list(dict.fromkeys(conflicts))
 
 
-@check("cdi.spec", "host", reads=("cdi", "nouveau"))
+@check("cdi.spec", "host", reads=("cdi", "nouveau", "container"))
 def cdi_spec_health(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
     """Does the NVIDIA CDI spec podman resolves match the driver, the GPUs and the files on
     disk?"""
@@ -115,53 +124,17 @@ def cdi_spec_health(cid: str, state: HostState, plan: UpgradePlan, today: dt.dat
     problems: list[str] = list(conflicts)
     warnings: list[str] = []
     notes: list[str] = []
-    nxt = state.next_driver
     for spec in effective:
-        missing = state.cdi_missing.get(spec.path, [])
-        cleared = spec.path.startswith(host_rules.CDI_RUNTIME_DIR + "/") and state.reboot_pending
-        stale = spec.driver_version and nxt and str(spec.driver_version) != str(nxt)
-        if cleared and (stale or missing):
-            (notes if refreshed else warnings).append(
-                f"{spec.path} is for driver {spec.driver_version or '?'}: /var/run is cleared at "
-                "the pending reboot"
-                + (
-                    f", and {host_rules.CDI_REFRESH_UNIT} writes it anew for {nxt}"
-                    if refreshed
-                    else f"; nothing rewrites it ({host_rules.CDI_REFRESH_UNIT} is not enabled)"
-                )
-            )
-        else:
-            if missing:
-                problems.append(
-                    f"{spec.path}: {len(missing)} of {len(spec.host_paths)} paths do not "
-                    f"exist (e.g. {missing[0]})"
-                )
-            if stale:
-                problems.append(
-                    f"{spec.path} was generated for driver {spec.driver_version}, the "
-                    f"driver is {nxt}"
-                    + (" after the pending reboot" if state.reboot_pending else "")
-                    + " (stale)"
-                )
-            elif spec.driver_version and state.reboot_pending:
-                notes.append(
-                    f"{spec.path} is generated for {spec.driver_version}: right for the driver "
-                    "after the pending reboot (do not regenerate it under the mismatch)"
-                )
-        names = set(spec.devices)
-        unlisted = [
-            g
-            for g in state.gpus
-            if g.source == "nvml" and g.uuid not in names and str(g.index) not in names
-        ]
-        if unlisted:
-            problems.append(
-                f"{spec.path} does not list GPU {unlisted[0].index} ({unlisted[0].uuid})"
-            )
-        notes.append(
-            f"{spec.path} (kind {spec.kind}, {len(spec.devices)} devices, "
-            f"{len(spec.host_paths)} paths, driver {spec.driver_version or '?'})"
-        )
+        spec_problems, spec_warnings, spec_notes = _spec_findings(spec, state, refreshed)
+        problems += spec_problems
+        warnings += spec_warnings
+        notes += spec_notes
+    unparsed = _engine_finding(cid, effective, problems, notes, state, refreshed, srcs)
+    if unparsed is not None:
+        return unparsed
+    upcoming = _regenerated_outruns_podman(state, plan)
+    if upcoming:
+        warnings.append(upcoming)
     for spec in shadowed:
         notes.append(
             f"{spec.path} is shadowed by the same kind in a higher-priority directory "
@@ -172,6 +145,14 @@ def cdi_spec_health(cid: str, state: HostState, plan: UpgradePlan, today: dt.dat
     if problems:
         return Finding(
             cid, BLOCK, "; ".join(problems + notes), f"regenerate the spec: {regen}", all_srcs
+        )
+    if upcoming:
+        return Finding(
+            cid,
+            WARN,
+            "; ".join(warnings + notes),
+            _upgrade_or_no_gids(state, effective[0] if effective else None, refreshed),
+            (*all_srcs, *_ENGINE_SOURCES),
         )
     if warnings:
         return Finding(cid, WARN, "; ".join(warnings + notes), f"after the reboot: {regen}",
@@ -194,6 +175,184 @@ def cdi_spec_health(cid: str, state: HostState, plan: UpgradePlan, today: dt.dat
             all_srcs,
         )
     return Finding(cid, OK, "; ".join(notes), "", all_srcs)
+
+
+def _spec_findings(
+    spec: CdiSpec, state: HostState, refreshed: bool
+) -> tuple[list[str], list[str], list[str]]:
+    """One effective spec's problems, warnings and notes: its paths, its driver (now and after
+    a pending reboot, which clears /var/run) and the GPUs it lists."""
+    problems: list[str] = []
+    warnings: list[str] = []
+    notes: list[str] = []
+    nxt = state.next_driver
+    missing = state.cdi_missing.get(spec.path, [])
+    cleared = spec.path.startswith(host_rules.CDI_RUNTIME_DIR + "/") and state.reboot_pending
+    stale = spec.driver_version and nxt and str(spec.driver_version) != str(nxt)
+    if cleared and (stale or missing):
+        (notes if refreshed else warnings).append(
+            f"{spec.path} is for driver {spec.driver_version or '?'}: /var/run is cleared at "
+            "the pending reboot"
+            + (
+                f", and {host_rules.CDI_REFRESH_UNIT} writes it anew for {nxt}"
+                if refreshed
+                else f"; nothing rewrites it ({host_rules.CDI_REFRESH_UNIT} is not enabled)"
+            )
+        )
+    else:
+        if missing:
+            problems.append(
+                f"{spec.path}: {len(missing)} of {len(spec.host_paths)} paths do not "
+                f"exist (e.g. {missing[0]})"
+            )
+        if stale:
+            problems.append(
+                f"{spec.path} was generated for driver {spec.driver_version}, the "
+                f"driver is {nxt}"
+                + (" after the pending reboot" if state.reboot_pending else "")
+                + " (stale)"
+            )
+        elif spec.driver_version and state.reboot_pending:
+            notes.append(
+                f"{spec.path} is generated for {spec.driver_version}: right for the driver "
+                "after the pending reboot (do not regenerate it under the mismatch)"
+            )
+    names = set(spec.devices)
+    unlisted = [
+        g
+        for g in state.gpus
+        if g.source == "nvml" and g.uuid not in names and str(g.index) not in names
+    ]
+    if unlisted:
+        problems.append(f"{spec.path} does not list GPU {unlisted[0].index} ({unlisted[0].uuid})")
+    notes.append(
+        f"{spec.path} (kind {spec.kind}, {len(spec.devices)} devices, "
+        f"{len(spec.host_paths)} paths, driver {spec.driver_version or '?'})"
+    )
+    return problems, warnings, notes
+
+
+_ENGINE_SOURCES: tuple[Source, ...] = (
+    cdiv.CDI_VERSION_GO,
+    cdiv.CDI_SPEC_MD,
+    cdiv.TOOLKIT_0_7_0_REPORTS,
+    cdiv.DEBIAN12_PODMAN_MEASURED,
+    cdiv.TOOLKIT_NO_GIDS_SOURCE,
+)
+_GIDS = "additionalGids"
+_V070 = Version("0.7.0")
+_TOOLKIT_0_7_0 = Version("1.19.1")  # the first toolkit that writes CDI 0.7.0 (#1860, #1940)
+
+
+def _engine_finding(
+    cid: str,
+    effective: list[CdiSpec],
+    problems: list[str],
+    notes: list[str],
+    state: HostState,
+    refreshed: bool,
+    srcs: tuple[Source, ...],
+) -> Finding | None:
+    """The block when the host's podman cannot parse an effective spec (with the spec's other
+    problems beside it); None when every spec parses."""
+    engine = [_engine_parses(spec, state, refreshed) for spec in effective]
+    engine_problems = [e for e in engine if e is not None]
+    if not engine_problems:
+        return None
+    fixes = list(dict.fromkeys(fix for _, fix in engine_problems))
+    if problems:
+        fixes.append(f"regenerate the spec: {_regen(effective[0], refreshed)}")
+    return Finding(
+        cid,
+        BLOCK,
+        "; ".join([*(msg for msg, _ in engine_problems), *problems, *notes]),
+        "; ".join(fixes),
+        (*srcs, *_ENGINE_SOURCES),
+    )
+
+
+def _engine_parses(spec: CdiSpec, state: HostState, refreshed: bool) -> tuple[str, str] | None:
+    """(problem, fix) when the host's podman cannot parse the spec: its `cdiVersion`, or a
+    field it uses, is newer than podman's vendored CDI library knows; or the spec is invalid
+    for every CDI library. None when it parses (or podman's version is unknown)."""
+    podman = loose_version(state.podman_version)
+    row = cdiv.podman_newest_spec(podman) if podman is not None else None
+    if podman is None or row is None:
+        return None  # podman.version says what is wrong
+    declared = cdiv.spec_version_of(spec.cdi_version)
+    if declared is None:
+        return (
+            f"{spec.path}: cdiVersion {shown(spec.cdi_version)} is no released CDI spec version "
+            "(every CDI library refuses it: invalid version)",
+            f"regenerate the spec: {_regen(spec, refreshed)}",
+        )
+    needs = {f: cdiv.field_version(f) for f in spec.fields_used}
+    need = max([declared, *needs.values()])
+    if need > declared:
+        return (
+            f"{spec.path} says cdiVersion {declared} but uses "
+            + ", ".join(f"{f} (CDI {v})" for f, v in needs.items() if v > declared)
+            + ": CDI libraries refuse a spec older than its fields",
+            f"regenerate the spec: {_regen(spec, refreshed)}",
+        )
+    if need <= row.newest_spec:
+        return None
+    newer = [f"{f} (CDI {v})" for f, v in needs.items() if v > row.newest_spec]
+    return (
+        f"{spec.path} is CDI {declared}"
+        + (f" (it uses {', '.join(newer)})" if newer else "")
+        + f"; podman {podman} parses CDI specs up to {row.newest_spec} (its CDI library "
+        f"{row.library}): `podman run --device {spec.kind}=...` fails (unresolvable CDI devices)",
+        _upgrade_or_no_gids(state, spec, refreshed, need),
+    )
+
+
+def _upgrade_or_no_gids(
+    state: HostState, spec: CdiSpec | None, refreshed: bool, need: Version = _V070
+) -> str:
+    """Upgrade podman to one that parses `need`; or, where only `additionalGids` needs more
+    than this podman parses, regenerate the spec without it."""
+    first = cdiv.podman_for_spec(need)
+    fixes = [
+        f"upgrade podman to >= {first.min_version} (it parses CDI {need}): "
+        + package_command(state, "upgrade", "podman")
+        if first is not None
+        else f"no podman release up to {cdiv.PODMAN_NEWEST_READ} parses CDI {need}"
+    ]
+    podman = loose_version(state.podman_version)
+    row = cdiv.podman_newest_spec(podman) if podman is not None else None
+    others = [cdiv.field_version(f) for f in (spec.fields_used if spec else ()) if f != _GIDS]
+    if row is not None and max(others, default=Version("0.3.0")) <= row.newest_spec:
+        path = spec.path if spec is not None else "/etc/cdi/nvidia.yaml"
+        if refreshed and path.startswith(host_rules.CDI_RUNTIME_DIR + "/"):
+            fixes.append(
+                f"or leave additionalGids out (nvidia-container-toolkit >= 1.19.1): add "
+                f"{cdiv.TOOLKIT_NO_GIDS_ENV} to {cdiv.TOOLKIT_REFRESH_ENV}, then "
+                "systemctl start nvidia-cdi-refresh.service"
+            )
+        else:
+            fixes.append(
+                "or leave additionalGids out (nvidia-container-toolkit >= 1.19.1): "
+                f"nvidia-ctk cdi generate {cdiv.TOOLKIT_NO_GIDS_FLAG} --output={path}"
+            )
+    return "; ".join(fixes)
+
+
+def _regenerated_outruns_podman(state: HostState, plan: UpgradePlan) -> str | None:
+    """A spec podman parses now is regenerated after the driver upgrade by a toolkit that
+    writes CDI 0.7.0 (additionalGids where a device node is not world read-writable): a risk
+    when this podman parses less."""
+    podman = loose_version(state.podman_version)
+    ctk = loose_version(state.ctk_version)
+    row = cdiv.podman_newest_spec(podman) if podman is not None else None
+    if plan.target is None or ctk is None or ctk < _TOOLKIT_0_7_0 or row is None:
+        return None
+    if row.newest_spec >= _V070:
+        return None
+    return (
+        f"nvidia-container-toolkit {ctk} writes CDI 0.7.0 (additionalGids) when it regenerates "
+        f"the spec for {plan.target}; podman {podman} parses CDI up to {row.newest_spec}"
+    )
 
 
 def _regen(spec: CdiSpec | None, refreshed: bool) -> str:

@@ -7,6 +7,7 @@ import datetime as dt
 
 from builder.facts import host as host_rules
 from builder.facts.oses import EOL_WARN_DAYS
+from builder.facts.sources import Source
 from builder.judgement.finding import Finding
 from builder.judgement.registry import check
 from builder.judgement.severity import BLOCK, OK, SKIP, WARN
@@ -173,15 +174,7 @@ def dkms_modules(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) 
     """Is there an nvidia module (DKMS or precompiled) of the driver for every boot kernel?"""
     src = (host_rules.DKMS_STATUS_SOURCE, host_rules.DKMS_MODULE_SOURCE)
     out = state.out("dkms")
-    built = [
-        v for _, v, k, st in nvidia_dkms_entries(state) if k == state.kernel and st == "installed"
-    ]
-    nxt = state.next_driver
-    version = (
-        str(plan.target)
-        if plan.target
-        else (str(nxt) if nxt else None) or (built[-1] if built else None)
-    )
+    version = _module_version(state, plan)
     if version is None:
         return Finding(
             cid,
@@ -205,44 +198,69 @@ def dkms_modules(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) 
             ),
             src,
         )
-    devel = set(state.rpm.installed.get("kernel-devel", ())) if state.rpm else set()
-    boot = _boot_kernels(state)
+    dkms_ok = out is not None and out.ok
     problems: list[str] = []
     notes: list[str] = []
     for kernel in _installed_kernels(state):
-        how = _covered(state, version, kernel)
-        role = (
-            "running"
-            if kernel == state.kernel
-            else ("next boot" if kernel == state.default_kernel else "installed")
+        problem, text = _kernel_module(state, plan, version, kernel, dkms_ok)
+        (problems if problem else notes).append(text)
+    return _dkms_verdict(cid, state, problems, notes, src)
+
+
+def _module_version(state: HostState, plan: UpgradePlan) -> str | None:
+    """The nvidia module version every boot kernel needs: the target's, else the driver's after
+    a pending reboot, else the last one DKMS installed for the running kernel."""
+    built = [
+        v for _, v, k, st in nvidia_dkms_entries(state) if k == state.kernel and st == "installed"
+    ]
+    nxt = state.next_driver
+    return (
+        str(plan.target)
+        if plan.target
+        else (str(nxt) if nxt else None) or (built[-1] if built else None)
+    )
+
+
+def _kernel_module(
+    state: HostState, plan: UpgradePlan, version: str, kernel: str, dkms_ok: bool
+) -> tuple[bool, str]:
+    """One installed kernel: (is it a problem, what to say) about its nvidia `version` module."""
+    devel = set(state.rpm.installed.get("kernel-devel", ())) if state.rpm else set()
+    how = _covered(state, version, kernel)
+    role = (
+        "running"
+        if kernel == state.kernel
+        else ("next boot" if kernel == state.default_kernel else "installed")
+    )
+    if how is not None:
+        return False, f"{kernel} ({role}): {how}"
+    if plan.target is not None and kernel in devel and dkms_ok:
+        return False, f"{kernel} ({role}): DKMS builds {version} at install (kernel-devel present)"
+    if plan.target is not None and state.kmods and not _dkms_used(state):
+        return False, (
+            f"{kernel} ({role}): precompiled modules: the upgrade installs the "
+            f"kmod-nvidia package of {version} for it (its availability for this kernel is "
+            "the repository's, not checked here)"
         )
-        if how is not None:
-            notes.append(f"{kernel} ({role}): {how}")
-        elif plan.target is not None and kernel in devel and out is not None and out.ok:
-            notes.append(
-                f"{kernel} ({role}): DKMS builds {version} at install (kernel-devel present)"
-            )
-        elif plan.target is not None and state.kmods and not _dkms_used(state):
-            notes.append(
-                f"{kernel} ({role}): precompiled modules: the upgrade installs the "
-                f"kmod-nvidia package of {version} for it (its availability for this kernel is "
-                "the repository's, not checked here)"
-            )
-        elif plan.target is not None and state.family != "el" and out is not None and out.ok:
-            headers = host_rules.KERNEL_HEADERS_PACKAGE.get(state.family or "", "")
-            notes.append(
-                f"{kernel} ({role}): DKMS builds {version} at install if "
-                f"{headers.format(kernel=kernel) or 'its kernel headers'} is installed (not "
-                "checked on this OS)"
-            )
-        elif kernel in boot:
-            lacks = " and no kernel-devel to build one" if state.family == "el" else ""
-            problems.append(
-                f"{kernel} ({role}) has no nvidia {version} module"
-                + ("" if kernel in devel else lacks)
-            )
-        else:
-            notes.append(f"{kernel} ({role}): no nvidia {version} module (fallback kernel)")
+    if plan.target is not None and state.family != "el" and dkms_ok:
+        headers = host_rules.KERNEL_HEADERS_PACKAGE.get(state.family or "", "")
+        return False, (
+            f"{kernel} ({role}): DKMS builds {version} at install if "
+            f"{headers.format(kernel=kernel) or 'its kernel headers'} is installed (not "
+            "checked on this OS)"
+        )
+    if kernel in _boot_kernels(state):
+        lacks = " and no kernel-devel to build one" if state.family == "el" else ""
+        return True, (
+            f"{kernel} ({role}) has no nvidia {version} module" + ("" if kernel in devel else lacks)
+        )
+    return False, f"{kernel} ({role}): no nvidia {version} module (fallback kernel)"
+
+
+def _dkms_verdict(
+    cid: str, state: HostState, problems: list[str], notes: list[str], src: tuple[Source, ...]
+) -> Finding:
+    """Kernels without a module block; unfinished DKMS entries warn; else the notes."""
     broken = [
         f"{m}/{v}: {st}"
         for m, v, k, st in nvidia_dkms_entries(state)

@@ -12,13 +12,16 @@ REACH_ID = "host.reach"
 
 
 @check(REACH_ID, "host", summary="the connection: reached, or why not")
-def reach(spec: str | None, why: str = "") -> Finding:
-    """`spec` the host was reached through; None when it was not, and `why` says why."""
+def reach(spec: str | None, why: str = "", fix: str = "") -> Finding:
+    """`spec` the host was reached through; None when it was not, and `why` says why (`fix`
+    what to do, where it is not the connection's)."""
     if spec is not None:
         return Finding(REACH_ID, OK, f"reached through {spec}")
     return Finding(
         REACH_ID,
         BLOCK,
         why,
-        "check the host spec, the network and the credentials; the other hosts were still checked",
+        fix
+        or "check the host spec, the network and the credentials; the other hosts were still "
+        "checked",
     )

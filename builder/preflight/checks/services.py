@@ -9,7 +9,7 @@ from builder.facts import host as host_rules
 from builder.facts.driver_version import DriverVersion
 from builder.judgement.finding import Finding
 from builder.judgement.registry import check
-from builder.judgement.severity import BLOCK, OK, SKIP, WARN
+from builder.judgement.severity import BLOCK, OK, SKIP, WARN, Severity
 from builder.preflight.checks.common import (
     has_nvidia,
     package_command,
@@ -193,20 +193,7 @@ def fabricmanager(cid: str, state: HostState, plan: UpgradePlan, today: dt.date)
         )
     fm = state.fm_version or (DriverVersion.parse(rpm_fm[0].split("-")[0]) if rpm_fm else None)
     driver = state.next_driver
-    want = plan.target or driver
-    branch = want.major if want is not None else "<branch>"
-    pkgs = (
-        f"{host_rules.FABRICMANAGER_PACKAGE}-{want or '<driver>'} "
-        f"libnvidia-nscq-{branch}-{want or '<driver>'}"
-    )
-    after = (
-        (
-            f"; upgrade it with the driver, in the same transaction, to exactly {plan.target} "
-            f"(dnf install {pkgs})"
-        )
-        if plan.target
-        else ""
-    )
+    pkgs, after = _fm_install(plan, driver)
     if fm is None:
         return Finding(
             cid,
@@ -239,6 +226,41 @@ def fabricmanager(cid: str, state: HostState, plan: UpgradePlan, today: dt.date)
             + (" with the driver, in the same transaction" if plan.target else ""),
             srcs,
         )
+    return _fm_service(cid, state, fm, driver, planned, after)
+
+
+def _fm_install(plan: UpgradePlan, driver: DriverVersion | None) -> tuple[str, str]:
+    """The packages of the fabric manager for the driver the plan leaves (`dnf install` args),
+    and what to say about upgrading it with the driver ("" without a target)."""
+    want = plan.target or driver
+    branch = want.major if want is not None else "<branch>"
+    pkgs = (
+        f"{host_rules.FABRICMANAGER_PACKAGE}-{want or '<driver>'} "
+        f"libnvidia-nscq-{branch}-{want or '<driver>'}"
+    )
+    after = (
+        (
+            f"; upgrade it with the driver, in the same transaction, to exactly {plan.target} "
+            f"(dnf install {pkgs})"
+        )
+        if plan.target
+        else ""
+    )
+    return pkgs, after
+
+
+def _fm_service(
+    cid: str,
+    state: HostState,
+    fm: DriverVersion,
+    driver: DriverVersion | None,
+    planned: Severity,
+    after: str,
+) -> Finding:
+    """A fabric manager of the driver's version: is its service running (or will it start at
+    the pending reboot)?"""
+    srcs = (host_rules.FABRICMANAGER_SOURCE,)
+    unit = host_rules.FABRICMANAGER_UNIT
     active, enabled = state.units.get(unit, ("unknown", "unknown"))
     if active != "active":
         active = "not installed as a service" if enabled == "not-found" else active

@@ -1,0 +1,202 @@
+"""The offline base for Debian-family cells: debootstrap -> security and point-release
+updates -> trimmed rootfs -> imported through the engine's API (podman or Docker Engine).
+
+Where no registry is reachable this is the only way to get a base image. debootstrap fetches
+one suite; the security (`<suite>-security`) and updates (`<suite>-updates`) suites are then
+added and upgraded from inside the root, and the newest `Date:` of the Release files used is
+recorded (label `io.trainimg.base.lists-date`, and so in every cell's lock record): a base is
+as fresh as that date, whatever day it was imported. The rootfs tarball is cached (keyed by
+suites, mirrors and package list) so a second machine run only re-imports it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import email.utils
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from builder.engines.roles import ImageStore
+from builder.errors import TrainimgError
+from builder.facts.oses import DEBIAN_MIRROR, DEBIAN_SECURITY_MIRROR, DISTROS
+from builder.spec.labels import (
+    BASE_LISTS_DATE_LABEL,
+    BASE_RECIPE_LABEL,
+    BASE_SUITE_LABEL,
+    BASE_SUITES_LABEL,
+)
+
+# What a Debian cell's Containerfile expects of its base, since an air-gapped build cannot run
+# apt: python3.X with its venv module and headers, and the compiler torch.compile (Inductor's C++,
+# Triton's launcher) and extensions need - g++ (with gcc), make, ninja.
+INCLUDE = ("python3", "python3-venv", "python3-dev", "g++", "make", "ninja-build")
+ROOTFS_TRIM = (
+    "var/lib/apt/lists",
+    "var/cache/apt",
+    "usr/share/doc",
+    "usr/share/man",
+    "usr/share/locale",
+    "usr/share/info",
+    "var/log",
+)
+
+
+class BaseImageError(TrainimgError):
+    pass
+
+
+@dataclass(frozen=True)
+class BaseSpec:
+    tag: str
+    suite: str = DISTROS["debian12"].codename
+    mirror: str = DEBIAN_MIRROR
+    security_mirror: str = DEBIAN_SECURITY_MIRROR
+    include: tuple[str, ...] = INCLUDE
+
+    @property
+    def suites(self) -> tuple[str, ...]:
+        return (self.suite, f"{self.suite}-updates", f"{self.suite}-security")
+
+    @property
+    def key(self) -> str:
+        blob = "|".join((*self.suites, self.mirror, self.security_mirror, *self.include))
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def sources_list(self) -> str:
+        return (
+            f"deb {self.mirror} {self.suite} main\n"
+            f"deb {self.mirror} {self.suite}-updates main\n"
+            f"deb {self.security_mirror} {self.suite}-security main\n"
+        )
+
+
+def release_date(texts: list[str]) -> str:
+    """The newest `Date:` of apt Release/InRelease files, as UTC ISO 8601 (pure)."""
+    dates = []
+    for text in texts:
+        for line in text.splitlines():
+            if line.startswith("Date:"):
+                when = email.utils.parsedate_to_datetime(line.removeprefix("Date:").strip())
+                dates.append(when.astimezone(dt.UTC))
+                break
+    if not dates:
+        raise BaseImageError("no Date: in the apt Release files: cannot tell how fresh the base is")
+    return max(dates).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _chroot(root: Path, *args: str) -> None:
+    env = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    proc = subprocess.run(
+        ["chroot", str(root), *args], capture_output=True, text=True, timeout=1800, env=env
+    )
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
+        raise BaseImageError(
+            f"{' '.join(args)} in the new root failed ({proc.returncode}):\n{tail}"
+        )
+
+
+def rootfs_tarball(spec: BaseSpec, cache_dir: Path, log: Callable[[str], None]) -> Path:
+    """The cached, trimmed rootfs tarball for `spec` (its lists date in `<tarball>.json`);
+    made with debootstrap and upgraded from the updates and security suites when missing."""
+    tarball = cache_dir / f"rootfs-{spec.suite}-{spec.key}.tar"
+    if tarball.exists() and _meta(tarball).exists():
+        return tarball
+    if shutil.which("debootstrap") is None:
+        raise BaseImageError("debootstrap is not installed: run scripts/setup.sh")
+    if os.geteuid() != 0:
+        raise BaseImageError("debootstrap needs root to build the offline base")
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".rootfs-") as tmp:
+        root = Path(tmp) / "root"
+        log(f"debootstrap {spec.suite} ({', '.join(spec.include)}) from {spec.mirror}")
+        proc = subprocess.run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(spec.include)}",
+                spec.suite,
+                str(root),
+                spec.mirror,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
+            raise BaseImageError(f"debootstrap failed ({proc.returncode}):\n{tail}")
+        (root / "etc/apt/sources.list").write_text(spec.sources_list())
+        log(f"apt-get update && upgrade from {', '.join(spec.suites)}")
+        _chroot(root, "apt-get", "update", "-qq")
+        _chroot(root, "apt-get", "-y", "-qq", "upgrade")
+        lists = root / "var/lib/apt/lists"
+        date = release_date(
+            [p.read_text(errors="replace") for p in sorted(lists.glob("*Release")) if p.is_file()]
+        )
+        for rel in ROOTFS_TRIM:
+            target = root / rel
+            if target.is_dir():
+                shutil.rmtree(target)
+                target.mkdir()
+        part = Path(tmp) / "rootfs.tar"
+        subprocess.run(
+            ["tar", "--numeric-owner", "--sort=name", "-C", str(root), "-cf", str(part), "."],
+            check=True,
+            timeout=600,
+        )
+        _meta(tarball).write_text(json.dumps({"lists_date": date, "suites": spec.suites}) + "\n")
+        os.replace(part, tarball)
+    return tarball
+
+
+def _meta(tarball: Path) -> Path:
+    return tarball.with_name(tarball.name + ".json")
+
+
+def lists_date(tarball: Path) -> str:
+    try:
+        return str(json.loads(_meta(tarball).read_text())["lists_date"])
+    except (OSError, ValueError, KeyError) as exc:
+        raise BaseImageError(f"{_meta(tarball)}: unreadable ({exc}); delete the tarball") from None
+
+
+def import_changes(spec: BaseSpec, date: str) -> tuple[str, ...]:
+    """The config an imported rootfs gets (the same through either engine)."""
+    return (
+        'CMD ["/bin/bash"]',
+        "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        # one label per change, no commas: libpod's import splits a change at commas
+        f"LABEL {BASE_SUITE_LABEL}={spec.suite}",
+        f"LABEL {BASE_SUITES_LABEL}={'+'.join(spec.suites)}",
+        f"LABEL {BASE_LISTS_DATE_LABEL}={date}",
+        f"LABEL {BASE_RECIPE_LABEL}={spec.key}",
+    )
+
+
+def make_offline_base(
+    spec: BaseSpec,
+    cache_dir: Path,
+    engine: ImageStore,
+    *,
+    force: bool = False,
+    log: Callable[[str], None] = lambda _msg: None,
+) -> bool:
+    """Import the base as `spec.tag` unless it exists; returns True when it was (re)made."""
+    if engine.image_exists(spec.tag) and not force:
+        recipe = engine.inspect_image(spec.tag).labels.get(BASE_RECIPE_LABEL)
+        if recipe == spec.key:
+            log(f"{spec.tag} exists")
+            return False
+        log(f"{spec.tag} exists but was made from another recipe ({recipe}): remaking it")
+    tarball = rootfs_tarball(spec, cache_dir, log)
+    log(f"import {tarball.name} -> {spec.tag}")
+    engine.import_image(tarball, spec.tag, import_changes(spec, lists_date(tarball)))
+    return True

@@ -1,0 +1,168 @@
+"""CDI spec versions: which fields need which `cdiVersion`, and which podman parses which.
+
+A CDI spec can outrun the engine. nvidia-container-toolkit 1.19.1 writes `cdiVersion: 0.7.0`
+(it adds `additionalGids` to device edits), and podman resolves devices with the CDI library it
+vendors: a library that predates a spec version rejects it ("invalid version") and one that
+predates a field rejects the file ("json: unknown field"), so `podman run --device
+nvidia.com/gpu=...` fails with "unresolvable CDI devices". Each library release knows the spec
+versions up to its own (its `validSpecVersions`); newer libraries still parse older versions.
+
+Read 2026-12-03 from the sources each row names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from packaging.version import Version
+
+from builder.facts.sources import Source
+
+READ = "2026-12-03"
+
+CDI_SPEC_MD = Source(
+    "https://github.com/cncf-tags/container-device-interface/blob/05ae4b5b/SPEC.md "
+    f"(Released versions table; read {READ})"
+)
+CDI_VERSION_GO = Source(
+    "https://github.com/cncf-tags/container-device-interface/blob/05ae4b5b/specs-go/version.go "
+    f"(requiresV040 ... requiresV110; read {READ})"
+)
+
+
+@dataclass(frozen=True)
+class SpecVersion:
+    """A CDI spec version and the spec fields whose use requires it (JSON names, with where
+    they sit), from the CDI library's requirement functions."""
+
+    version: Version
+    fields: tuple[str, ...]
+    source: Source
+
+
+# Oldest first. 0.8.0 and 1.0.0 changed only the Go API (no field needs them).
+SPEC_VERSIONS: tuple[SpecVersion, ...] = (
+    SpecVersion(Version("0.3.0"), (), CDI_SPEC_MD),
+    SpecVersion(Version("0.4.0"), ("mounts[].type",), CDI_VERSION_GO),
+    SpecVersion(
+        Version("0.5.0"),
+        ("deviceNodes[].hostPath", "a device name starting with a digit"),
+        CDI_VERSION_GO,
+    ),
+    SpecVersion(
+        Version("0.6.0"),
+        ("annotations", "devices[].annotations", "a '.' in the kind's class"),
+        CDI_VERSION_GO,
+    ),
+    SpecVersion(Version("0.7.0"), ("intelRdt", "additionalGids"), CDI_VERSION_GO),
+    SpecVersion(Version("0.8.0"), (), CDI_SPEC_MD),
+    SpecVersion(Version("1.0.0"), (), CDI_SPEC_MD),
+    SpecVersion(
+        Version("1.1.0"),
+        ("netDevices", "intelRdt.schemata", "intelRdt.enableMonitoring"),
+        CDI_VERSION_GO,
+    ),
+)
+KNOWN_SPEC_VERSIONS = frozenset(sv.version for sv in SPEC_VERSIONS)
+
+
+def _podman_go_mod(tag: str, lib: str) -> Source:
+    return Source(
+        f"https://github.com/containers/podman/blob/{tag}/go.mod "
+        f"(container-device-interface {lib}; read {READ})"
+    )
+
+
+def _lib_version_go(tag: str) -> Source:
+    return Source(
+        f"https://github.com/cncf-tags/container-device-interface/tree/{tag} "
+        f"(the newest spec version its version.go knows; read {READ})"
+    )
+
+
+@dataclass(frozen=True)
+class EngineCdi:
+    """From `engine` `min_version` on, the vendored CDI library `library` parses spec versions
+    up to `newest_spec`."""
+
+    engine: str
+    min_version: Version
+    library: str
+    newest_spec: Version
+    sources: tuple[Source, ...]
+
+
+# Oldest first: the first podman release of each CDI library generation (podman's go.mod at
+# that tag; every later release vendors the same or a newer library). 4.0.x vendored a
+# pre-release snapshot and has no native `--device` CDI (PODMAN_CDI_MIN in host.py).
+PODMAN_CDI: tuple[EngineCdi, ...] = (
+    EngineCdi("podman", Version("4.1.0"), "v0.4.0", Version("0.4.0"),
+              (_podman_go_mod("v4.1.0", "v0.4.0"), _lib_version_go("v0.4.0"))),
+    EngineCdi("podman", Version("4.3.0"), "v0.5.2", Version("0.5.0"),
+              (_podman_go_mod("v4.3.0", "v0.5.2"), _lib_version_go("v0.5.2"))),
+    EngineCdi("podman", Version("4.7.0"), "v0.6.1", Version("0.6.0"),
+              (_podman_go_mod("v4.7.0", "v0.6.1"), _lib_version_go("v0.6.1"))),
+    EngineCdi("podman", Version("5.1.0"), "v0.7.2", Version("0.7.0"),
+              (_podman_go_mod("v5.1.0", "v0.7.2"), _lib_version_go("v0.7.2"))),
+    EngineCdi("podman", Version("5.2.0"), "v0.8.0", Version("0.8.0"),
+              (_podman_go_mod("v5.2.0", "v0.8.0"), _lib_version_go("v0.8.0"))),
+    EngineCdi("podman", Version("5.5.0"), "v1.0.1", Version("1.0.0"),
+              (_podman_go_mod("v5.5.0", "v1.0.1"), _lib_version_go("v1.0.1"))),
+)  # fmt: skip
+# CDI library v1.1.0 (spec 1.1.0, 2025-12-10): no podman release up to v5.8.2 (2026-04-13)
+# vendors it, so no podman is known to parse a 1.1.0 spec.
+PODMAN_NEWEST_READ = Version("5.8.2")
+# The reports that named the failure on real hosts: podman 4.9.3 (Ubuntu 24.04) and RHEL 8's
+# podman with nvidia-container-toolkit 1.19.1 specs ("unknown field additionalGids").
+TOOLKIT_0_7_0_REPORTS = Source(
+    "https://github.com/NVIDIA/nvidia-container-toolkit/issues/1860; "
+    "https://github.com/NVIDIA/nvidia-container-toolkit/issues/1940"
+)
+# Measured by hand on this project's Debian 12 machine (podman 4.3.1+ds1-8+deb12u1, `podman run
+# --device vendor.com/dev=x` of a tiny imported image, the spec in a private /etc/cdi under
+# `unshare --mount`: podman 4.3 ignores containers.conf's cdi_spec_dirs): a 0.5.0 spec's device
+# runs; 0.6.0 / 0.7.0 fail ("invalid version"), an `additionalGids` edit fails ("json: unknown
+# field"): as the 4.3.0 row says. Not yet an automated test (docs/preflight.md, not covered).
+DEBIAN12_PODMAN_MEASURED = Source(
+    f"measured by hand: Debian 12 podman 4.3.1+ds1-8+deb12u1 and CDI 0.5.0/0.6.0/0.7.0 ({READ})"
+)
+# 1.19.1+ sets `cdiVersion` to the minimum its content needs (pkg/nvcdi/spec/
+# set-minimum-version.go); `--feature-flag=no-additional-gids-for-device-nodes` (from 1.19.1)
+# leaves `additionalGids` out. nvidia-ctk has no flag that sets the spec version itself.
+TOOLKIT_NO_GIDS_FLAG = "--feature-flag=no-additional-gids-for-device-nodes"
+# nvidia-cdi-refresh.service runs a bare `nvidia-ctk cdi generate` with this EnvironmentFile:
+# the flag goes there as NVIDIA_CTK_CDI_GENERATE_FEATURE_FLAGS (the flag's environment source).
+TOOLKIT_REFRESH_ENV = "/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env"
+TOOLKIT_NO_GIDS_ENV = "NVIDIA_CTK_CDI_GENERATE_FEATURE_FLAGS=no-additional-gids-for-device-nodes"
+TOOLKIT_NO_GIDS_SOURCE = Source(
+    "https://github.com/NVIDIA/nvidia-container-toolkit/blob/v1.19.1/"
+    "cmd/nvidia-ctk/cdi/generate/generate.go (feature-flag), pkg/nvcdi/api.go "
+    "(FeatureNoAdditionalGIDsForDeviceNodes), pkg/nvcdi/spec/set-minimum-version.go, "
+    f"deployments/systemd/nvidia-cdi-refresh.service; read {READ}"
+)
+
+
+def spec_version_of(text: str) -> Version | None:
+    """A `cdiVersion` as the CDI library reads it (an optional leading "v"); None when it is no
+    released spec version (every CDI library refuses it: "invalid version")."""
+    try:
+        v = Version(text.strip().removeprefix("v"))
+    except ValueError:
+        return None
+    return v if v in KNOWN_SPEC_VERSIONS else None
+
+
+def podman_newest_spec(podman: Version) -> EngineCdi | None:
+    """The podman row that applies to this release (None: before native CDI)."""
+    rows = [r for r in PODMAN_CDI if r.min_version <= podman]
+    return rows[-1] if rows else None
+
+
+def podman_for_spec(spec: Version) -> EngineCdi | None:
+    """The first podman release whose CDI library parses `spec` (None: no podman known to)."""
+    return next((r for r in PODMAN_CDI if r.newest_spec >= spec), None)
+
+
+def field_version(name: str) -> Version:
+    """The spec version a field of SPEC_VERSIONS needs."""
+    return next(sv.version for sv in SPEC_VERSIONS if name in sv.fields)
