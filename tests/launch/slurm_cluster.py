@@ -3,7 +3,10 @@
 Debian's slurm-wlm (22.05) and munge run without systemd: munged in the foreground with its own
 key, socket and state; slurmctld and two slurmd, each with `-D` (no daemonizing) and this
 cluster's slurm.conf (SLURM_CONF; its own ports, StateSaveLocation, SlurmdSpoolDir,
-ProctrackType=proctrack/linuxproc, TaskPlugin=task/none, SlurmUser=root).
+ProctrackType=proctrack/linuxproc, TaskPlugin=task/none, SlurmUser=root). Credentials live
+30 s (`AuthInfo=...,cred_expire=30`, slurm.conf(5); the default is 120 s): a requeued job is held
+back that long plus one second before it may start again, which is Slurm's own guard against
+launching it while its old credential is still revoked on a node.
 
 Each daemon lives in a network namespace the test makes, with its own host name (a UTS
 namespace) and address; the namespaces are joined by a bridge in a hub namespace, and one veth
@@ -167,7 +170,7 @@ SlurmUser=root
 SlurmctldPort={SLURMCTLD_PORT}
 SlurmdPort={SLURMD_PORT}
 AuthType=auth/munge
-AuthInfo=socket={r}/munge/socket
+AuthInfo=socket={r}/munge/socket,cred_expire=30
 CredType=cred/munge
 StateSaveLocation={r}/state
 SlurmdSpoolDir={r}/spool/%n
@@ -219,6 +222,15 @@ PartitionName={self.name} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         """`scontrol show job` as KEY -> VALUE."""
         text = self.ctl("scontrol", "show", "job", "-o", job_id).stdout
         return dict(w.split("=", 1) for w in text.split() if "=" in w)
+
+    def logs(self, lines: int = 40) -> str:
+        """The last lines of slurmctld's and each slurmd's log: what a failing test shows."""
+        out = []
+        for name in ["slurmctld", *(f"slurmd-{n}" for n in self.nodes)]:
+            log = self.root / f"{name}.log"
+            text = log.read_text(errors="replace").splitlines() if log.exists() else []
+            out.append(f"--- {name}.log ---\n" + "\n".join(text[-lines:]))
+        return "\n".join(out)
 
     # --- down --------------------------------------------------------------------------------
 
