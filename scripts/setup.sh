@@ -26,12 +26,13 @@ declare -A demo_pkg=([podman]=podman [runc]=runc [debootstrap]=debootstrap)
 # clients and munge: tests/launch runs a real two-node Slurm (in network namespaces: ip,
 # nsenter); squashfs-tools' sqfstar writes enroot images (`trainimg export X.sqsh`).
 # openssh-server: tests/preflight's fleet runs real sshd hosts in network namespaces, and
-# nftables' nft drops one host's packets mid-run.
+# nftables' nft drops one host's packets mid-run. chromium: the `preflight --html` page is
+# rendered in Debian's headless Chromium (its DOM and a screenshot).
 declare -A test_pkg=([/usr/sbin/dockerd]=docker.io [docker-registry]=docker-registry [htpasswd]=apache2-utils
     [openssl]=openssl [dnf]=dnf [rpmbuild]=rpm [createrepo_c]=createrepo-c
     [slurmctld]=slurmctld [slurmd]=slurmd [sbatch]=slurm-client [munged]=munge
     [sqfstar]=squashfs-tools [ip]=iproute2 [nsenter]=util-linux [gpg]=gnupg
-    [/usr/sbin/sshd]=openssh-server [nft]=nftables)
+    [/usr/sbin/sshd]=openssh-server [nft]=nftables [chromium]=chromium)
 # The systemd units those packages may enable and start on install.
 SERVICE_UNITS=(docker.service docker.socket docker-registry.service slurmctld.service
     slurmd.service munge.service ssh.service ssh.socket nftables.service podman.socket

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from builder.atomic_file import atomic_write
 from builder.build import lock as lockfile
 from builder.commands.common import driver_argument, shared_options
 from builder.errors import TrainimgError
@@ -22,6 +23,7 @@ from builder.preflight.checks import CHECK_IDS
 from builder.preflight.fleet import FleetInputs, record_name, run_fleet
 from builder.preflight.host_spec import target_from_spec
 from builder.preflight.hostio import connect
+from builder.preflight.html_report import render_html
 from builder.preflight.inventory import Target, targets
 from builder.preflight.model import UpgradePlan
 from builder.preflight.record import Record, find_records
@@ -218,6 +220,13 @@ def _output_options(p: argparse.ArgumentParser) -> None:
         '{"summary": ...} line (docs/preflight.md): a fleet streamed, jq-able line by line',
     )
     p.add_argument(
+        "--html",
+        metavar="FILE",
+        default=None,
+        help="also write the report as one self-contained HTML page to FILE (tables per "
+        "verdict, a filter; nothing is fetched when it is viewed); FILE's directory must exist",
+    )
+    p.add_argument(
         "--verbose",
         action="store_true",
         help="every check and the image table of every host (default: a fleet's summary "
@@ -301,7 +310,22 @@ def _ssh(args: argparse.Namespace) -> SshOptions:
     )
 
 
+def _html_path(value: str | None) -> Path | None:
+    """--html's file, checked before any host is contacted: its directory must exist."""
+    if value is None:
+        return None
+    path = Path(value)
+    if path.is_dir():
+        raise TrainimgError(
+            f"--html {value}: is a directory; give a file name, e.g. {value}/preflight.html"
+        )
+    if not path.parent.is_dir():
+        raise TrainimgError(f"--html {value}: no directory {path.parent}; create it first")
+    return path
+
+
 def run(args: argparse.Namespace) -> int:
+    html_path = _html_path(args.html)
     hosts = _targets(args)
     records, notes = ([], []) if args.no_images else _images(args)
     plan = UpgradePlan(args.target_driver, args.target_module, args.strict)
@@ -333,4 +357,6 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(as_json(reports, target), indent=indent))  # dumps: the C encoder
     else:
         print(render_fleet(reports, target, verbose=args.verbose, wide=args.wide))
+    if html_path is not None:
+        atomic_write(html_path, render_html(reports, target))
     return exit_code(reports)

@@ -260,7 +260,7 @@ def _group_lines(reports: list[HostReport]) -> list[str]:
     return out
 
 
-def _count_line(reports: list[HostReport], target: str | None) -> str:
+def count_line(reports: list[HostReport], target: str | None) -> str:
     parts = ", ".join(f"{n} {s}" for s, n in verdict_counts(reports).items())
     decides = " (the plan's verdict decides)" if target else ""
     return f"{len(reports)} host(s): {parts or 'none'}; exit {exit_code(reports)}" + (
@@ -283,7 +283,7 @@ def render_fleet(
         out += summary_lines(reports[0], min(len(reports[0].host), 32))
         out.append("")
     else:
-        out += [_count_line(reports, target), ""]
+        out += [count_line(reports, target), ""]
         groups = _group_lines(reports)
         if groups:
             out += [*groups, ""]
@@ -295,6 +295,6 @@ def render_fleet(
     counts = reason_counts(reports)
     if counts:
         out += _wrapped("hosts per reason: ", ", ".join(f"{c} {n}" for c, n in counts.items()), 0)
-    out.append(_count_line(reports, target))
+    out.append(count_line(reports, target))
     # every line carries host and record strings: nothing but printable text reaches a terminal
     return "\n".join(printable(line) for line in out)

@@ -17,13 +17,13 @@ from trainer.fp8 import torchao_backend
 _REAL = torchao_backend.convert_float8
 
 
-def _emulated(model: nn.Module, layer_names: set[str], config: Any) -> None:
+def emulated(model: nn.Module, layer_names: set[str], config: Any) -> None:
     _REAL(model, layer_names, dataclasses.replace(config, emulate=True))
 
 
 def install() -> None:
     """Emulate torchao's float8 GEMMs in this process."""
-    torchao_backend.convert_float8 = _emulated
+    torchao_backend.convert_float8 = emulated
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ def _args(recipe: str, backward: str) -> tuple[str, ...]:
 
 @pytest.fixture
 def emulated(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(torchao_backend, "convert_float8", emulated_fp8._emulated)
+    monkeypatch.setattr(torchao_backend, "convert_float8", emulated_fp8.emulated)
 
 
 def _trained(metrics: Path, recipe: str) -> None:
