@@ -183,6 +183,14 @@ def _judgement_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="a driver branch past NVIDIA's end of life blocks (default: it warns)",
     )
+    p.add_argument(
+        "--repos",
+        action="store_true",
+        help="also ask each EL host's dnf (repoquery, module list; --cacheonly first, else dnf "
+        "refreshes its metadata cache) whether the driver and its kernel module for the running "
+        "and next-boot kernels install: driver.repos blocks when nothing installs it for the "
+        "next boot's",
+    )
 
 
 def _output_options(p: argparse.ArgumentParser) -> None:
@@ -304,7 +312,7 @@ def _ssh(args: argparse.Namespace) -> SshOptions:
 def run(args: argparse.Namespace) -> int:
     hosts = _targets(args)
     records, notes = ([], []) if args.no_images else _images(args)
-    plan = UpgradePlan(args.target_driver, args.target_module, args.strict)
+    plan = UpgradePlan(args.target_driver, args.target_module, args.strict, args.repos)
     with tempfile.TemporaryDirectory(prefix="trainimg-ssh-") as control:  # mode 0700
         ctx = FleetInputs(
             plan,

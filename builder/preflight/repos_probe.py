@@ -1,0 +1,86 @@
+"""`--repos`: ask the host's own dnf whether the driver's packages install there.
+
+For the plan's driver (the target, else the driver the next boot runs) and every kernel that
+boots (the running one and grubby's default), one `dnf repoquery` lists what the host's
+repositories offer of NVIDIA's packages (builder/facts/nvidia_packages.py): the driver, the
+precompiled kmods of that version (every kernel's), the DKMS kmods, dkms (EPEL) and
+kernel-devel of each boot kernel; then `dnf module list nvidia-driver` its module streams.
+Both run `--cacheonly` first: they read dnf's metadata cache and write nothing. Only when there
+is no cache (dnf never ran, or was cleaned) are they run again without it, and then dnf
+refreshes its metadata cache (the one thing it writes; dnf also appends to its own logs). Every
+argument is a fixed word, the validated driver version or a validated EL kernel release
+(allowlist.DNF_SPEC): no host value reaches a shell.
+"""
+
+from __future__ import annotations
+
+from builder.facts import nvidia_packages as nv_pkgs
+from builder.host import parsers
+from builder.preflight import allowlist
+from builder.preflight.host_state import HostState, RepoAnswer
+from builder.preflight.hostio import Output, ReadOnlyHost
+from builder.preflight.model import UpgradePlan
+
+# Seconds dnf may take (at least; --timeout when larger): a metadata refresh of four
+# repositories on a slow mirror takes tens of seconds, more than the 20 s of other probes.
+DNF_TIMEOUT_S = 120
+REPOQUERY = "dnf-repoquery"
+MODULES = "dnf-modules"
+
+
+def asked_version(state: HostState, plan: UpgradePlan) -> str | None:
+    """The driver whose packages are asked for: the target, else what the next boot runs."""
+    version = plan.target or state.next_driver
+    return str(version) if version is not None else None
+
+
+def boot_kernels(state: HostState) -> dict[str, str]:
+    """The kernels that boot, each with its role: the running one and the next boot's."""
+    roles: dict[str, list[str]] = {}
+    for kernel, role in ((state.kernel, "running"), (state.default_kernel, "next boot")):
+        if kernel:
+            roles.setdefault(kernel, []).append(role)
+    return {k: " + ".join(r) for k, r in roles.items()}
+
+
+def repo_specs(version: str, kernels: list[str]) -> list[str]:
+    """The repoquery's package specs: fixed names, the driver version, the kernels' devel."""
+    return [
+        f"{nv_pkgs.DRIVER_PACKAGE}-{version}",
+        *(
+            nv_pkgs.PRECOMPILED_KMOD[f].format(driver=version, kernel="*")
+            for f in ("proprietary", "open")
+        ),
+        *(f"{name}-{version}" for name in nv_pkgs.DKMS_KMOD.values()),
+        nv_pkgs.DKMS_PACKAGE,
+        *(f"{nv_pkgs.KERNEL_DEVEL}-{k}" for k in kernels),
+    ]
+
+
+def _dnf(host: ReadOnlyHost, *argv: str) -> Output:
+    return host.run("dnf", *argv, timeout=max(host.timeout, DNF_TIMEOUT_S))
+
+
+def repos_step(host: ReadOnlyHost, state: HostState, plan: UpgradePlan) -> None:
+    """Ask dnf (EL hosts only, where a driver version is known); fills state.repos."""
+    version = asked_version(state, plan)
+    if state.family != "el" or version is None:
+        return
+    kernels = boot_kernels(state)
+    valid = [k for k in kernels if nv_pkgs.kernel_base(k) is not None]
+    answer = RepoAnswer(version, kernels, [k for k in kernels if k not in valid])
+    state.repos = answer
+    specs = repo_specs(version, valid)
+    o = state.outputs
+    o[REPOQUERY] = out = _dnf(host, "-q", "--cacheonly", *allowlist.DNF_REPOQUERY, *specs)
+    cache: tuple[str, ...] = ("--cacheonly",)
+    answer.query = REPOQUERY
+    if not out.ok and parsers.dnf_no_cache(out.stderr):
+        cache, answer.cache, answer.query = (), "refreshed", f"{REPOQUERY} (refresh)"
+        o[answer.query] = out = _dnf(host, "-q", *allowlist.DNF_REPOQUERY, *specs)
+    if not out.ok:
+        return
+    answer.available = parsers.dnf_repoquery(out.stdout)
+    o[MODULES] = mods = _dnf(host, "-q", *cache, *allowlist.DNF_MODULE_LIST)
+    if mods.ok or "No matching Modules" in mods.stderr:
+        answer.streams = parsers.dnf_module_streams(mods.stdout, nv_pkgs.MODULE)
