@@ -130,8 +130,9 @@ def build_repo(work: Path, name: str, packages: list[Package], modules: bool = F
         shutil.copy(rpm, repo)
     _run(["createrepo_c", "-q", str(repo)])
     if modules:
-        (work / "modules.yaml").write_text(MODULES_YAML)
-        _run(["modifyrepo_c", "--mdtype=modules", str(work / "modules.yaml"), str(repo / "repodata")])
+        modulemd = work / f"modules-{name}.yaml"
+        modulemd.write_text(MODULES_YAML)
+        _run(["modifyrepo_c", "--mdtype=modules", str(modulemd), str(repo / "repodata")])
     return repo
 
 

@@ -7,6 +7,7 @@ import datetime as dt
 
 from builder.facts import nvidia_packages as nv_pkgs
 from builder.host.parsers import Available
+from builder.host.shown import shown
 from builder.judgement.finding import Finding
 from builder.judgement.registry import check
 from builder.judgement.severity import BLOCK, OK, SKIP, WARN
@@ -40,12 +41,25 @@ def driver_repos(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) 
     fine: list[str] = []
     lacking: dict[str, str] = {}  # kernel -> its role
     for kernel, role in ans.kernels.items():
-        how = None if kernel in ans.refused else _installs(state, ans, kernel, flavours)
+        if kernel in ans.refused:
+            continue
+        how = _installs(state, ans, kernel, flavours)
         if how is None:
             lacking[kernel] = role
         else:
             fine.append(f"{kernel} ({role}): {how}")
-    return _verdict(cid, state, ans, flavours, fine, lacking)
+    found = _verdict(cid, state, ans, flavours, fine, lacking)
+    if not ans.refused or found.severity is BLOCK:
+        return found
+    odd = ", ".join(f"{shown(k, 80)} ({ans.kernels[k]})" for k in ans.refused)
+    return Finding(
+        cid,
+        WARN,
+        f"cannot tell for {odd}: not an EL kernel release, so dnf was not asked about it; "
+        + found.message,
+        "check the kernel release (`uname -r`, `grubby --default-kernel`) by hand",
+        SOURCES,
+    )
 
 
 def _not_asked(state: HostState, plan: UpgradePlan) -> str:
@@ -175,8 +189,6 @@ def _lacks(
     state: HostState, ans: RepoAnswer, kernel: str, role: str, flavours: tuple[str, ...]
 ) -> str:
     """Why nothing installs the module for `kernel`, naming the packages."""
-    if kernel in ans.refused:
-        return f"{kernel} ({role}) is not an EL kernel release: dnf was not asked about it"
     base = nv_pkgs.kernel_base(kernel) or ""
     kmods = " or ".join(
         nv_pkgs.PRECOMPILED_KMOD[f].format(driver=ans.version, kernel=base) for f in flavours
@@ -205,12 +217,17 @@ def _fix(
 ) -> str:
     branch = ans.version.split(".")[0]
     stream = f"{branch}-open" if flavours == ("open",) else f"{branch}-dkms"
+    need = [f"{nv_pkgs.KERNEL_DEVEL}-{k}" for k in kernels if _devel(state, ans, k) is None]
+    if _offered(ans, nv_pkgs.DKMS_PACKAGE) is None and not (
+        state.rpm and state.rpm.installed.get(nv_pkgs.DKMS_PACKAGE)
+    ):
+        need.append("dkms (EPEL)")
     parts = [
         "wait for NVIDIA to publish the precompiled kmod for that kernel (they follow an errata "
         "kernel by days)",
         "or build it with DKMS: "
-        + " ".join(["dnf install", *(f"{nv_pkgs.KERNEL_DEVEL}-{k}" for k in kernels)])
-        + f" dkms (EPEL), then dnf module switch-to {nv_pkgs.MODULE}:{stream}",
+        + (f"dnf install {' '.join(need)}, then " if need else "")
+        + f"dnf module switch-to {nv_pkgs.MODULE}:{stream}",
     ]
     running = state.kernel
     if running and running not in lacking and running in ans.kernels:
