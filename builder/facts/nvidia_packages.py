@@ -46,7 +46,7 @@ DKMS_KMOD_SOURCE = Source(
 # <branch> (precompiled kmods), <branch>-dkms, <branch>-open (open modules, DKMS).
 MODULE = "nvidia-driver"
 MODULE_STREAMS = ("{branch}", "{branch}-dkms", "{branch}-open")
-MODULE_SOURCE = Source(
+STREAMS_SOURCE = Source(
     "https://github.com/NVIDIA/yum-packaging-nvidia-driver (README: streams XXX, XXX-dkms, "
     "latest, latest-dkms); "
     "https://developer.nvidia.com/blog/streamlining-nvidia-driver-deployment-on-rhel-8-with-"

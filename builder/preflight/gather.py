@@ -59,7 +59,7 @@ def gather(
             continue
         _isolated(name, functools.partial(step, host, state), state)
     if repos is not None:  # after the packages and kernels it asks about
-        _isolated("repos", lambda: repos_step(host, state, repos), state)
+        _isolated(REPOS_STEP, lambda: repos_step(host, state, repos), state)
     return state
 
 
@@ -221,6 +221,8 @@ def _disk_step(host: ReadOnlyHost, state: HostState) -> None:
 
 
 # (name, step): the name keys HostState.errors; checks.STEP_OF says which checks read which.
+# REPOS_STEP runs after them, only with --repos (it needs the plan: repos_probe.repos_step).
+REPOS_STEP = "repos"
 STEPS: tuple[tuple[str, Step], ...] = (
     ("os", _os),
     ("packages", _packages),

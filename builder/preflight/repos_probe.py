@@ -24,8 +24,8 @@ from builder.preflight.model import UpgradePlan
 # Seconds dnf may take (at least; --timeout when larger): a metadata refresh of four
 # repositories on a slow mirror takes tens of seconds, more than the 20 s of other probes.
 DNF_TIMEOUT_S = 120
-REPOQUERY = "dnf-repoquery"
-MODULES = "dnf-modules"
+REPOQUERY_PROBE = "dnf-repoquery"
+MODULES_PROBE = "dnf-modules"
 
 
 def asked_version(state: HostState, plan: UpgradePlan) -> str | None:
@@ -72,15 +72,15 @@ def repos_step(host: ReadOnlyHost, state: HostState, plan: UpgradePlan) -> None:
     state.repos = answer
     specs = repo_specs(version, valid)
     o = state.outputs
-    o[REPOQUERY] = out = _dnf(host, "-q", "--cacheonly", *allowlist.DNF_REPOQUERY, *specs)
+    o[REPOQUERY_PROBE] = out = _dnf(host, "-q", "--cacheonly", *allowlist.DNF_REPOQUERY, *specs)
     cache: tuple[str, ...] = ("--cacheonly",)
-    answer.query = REPOQUERY
+    answer.query = REPOQUERY_PROBE
     if not out.ok and parsers.dnf_no_cache(out.stderr):
-        cache, answer.cache, answer.query = (), "refreshed", f"{REPOQUERY} (refresh)"
+        cache, answer.cache, answer.query = (), "refreshed", f"{REPOQUERY_PROBE} (refresh)"
         o[answer.query] = out = _dnf(host, "-q", *allowlist.DNF_REPOQUERY, *specs)
     if not out.ok:
         return
     answer.available = parsers.dnf_repoquery(out.stdout)
-    o[MODULES] = mods = _dnf(host, "-q", *cache, *allowlist.DNF_MODULE_LIST)
+    o[MODULES_PROBE] = mods = _dnf(host, "-q", *cache, *allowlist.DNF_MODULE_LIST)
     if mods.ok or "No matching Modules" in mods.stderr:
         answer.streams = parsers.dnf_module_streams(mods.stdout, nv_pkgs.MODULE)

@@ -19,7 +19,7 @@ from builder.preflight.repos_probe import DNF_TIMEOUT_S, asked_version
 SOURCES = (
     nv_pkgs.PRECOMPILED_KMOD_SOURCE,
     nv_pkgs.DKMS_KMOD_SOURCE,
-    nv_pkgs.MODULE_SOURCE,
+    nv_pkgs.STREAMS_SOURCE,
     nv_pkgs.DRIVER_PACKAGE_SOURCE,
 )
 _REFRESH = "refresh dnf's cache (`dnf makecache`) or fix the host's repositories, then run again"
