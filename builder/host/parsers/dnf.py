@@ -54,6 +54,11 @@ def dnf_module_streams(text: str, module: str) -> list[str]:
     streams: list[str] = []
     for line in text.splitlines():
         words = line.split()
-        if len(words) >= 2 and words[0] == module and words[1] not in (*streams, "Stream"):
+        if (
+            len(words) >= 2
+            and words[0] == module
+            and ":" not in words[1]  # a stream name; never an EVR
+            and words[1] not in (*streams, "Stream")
+        ):
             streams.append(words[1])
     return streams
