@@ -17,7 +17,7 @@ from builder.facts import nvidia_packages as nv_pkgs
 from builder.facts.driver_version import DriverVersion
 from builder.host import parsers
 from builder.judgement.finding import Finding
-from builder.judgement.severity import BLOCK, OK, SKIP, WARN
+from builder.judgement.severity import BLOCK, SKIP, WARN
 from builder.preflight import allowlist
 from builder.preflight.checks import HOST_CHECKS, run_one
 from builder.preflight.gather import gather
@@ -74,8 +74,9 @@ def test_a_recorded_repos_host_replays_its_verdict(
     if want == "block":
         assert code == 1
         assert found["finding"].startswith("breaks: nothing installs the nvidia 580.95.05 module")
-        assert f"no kmod-nvidia-{DRIVER}-5.14.0-570.17.1 in the host's repositories" in (
-            found["finding"]
+        assert (
+            f"no kmod-nvidia-{DRIVER}-5.14.0-570.17.1 in the host's repositories"
+            in (found["finding"])
         )
         assert f"DKMS lacks kernel-devel-{ERRATA}" in found["finding"]
         assert f"dnf install kernel-devel-{ERRATA}," in found["remediation"]
@@ -137,7 +138,8 @@ def test_a_running_kernel_that_is_not_an_el_release_never_reaches_dnf(kernel: st
 
 def test_every_spec_the_probe_makes_is_allowed_and_a_bad_version_is_not() -> None:
     for version in ("580.95.05", "570.26", "620.10.01", "1000.1.1"):
-        specs = repo_specs(version, ["5.14.0-570.12.1.el9_6.x86_64", "6.12.0-55.9.1.el10_0.aarch64"])
+        kernels = ["5.14.0-570.12.1.el9_6.x86_64", "6.12.0-55.9.1.el10_0.aarch64"]
+        specs = repo_specs(version, kernels)
         assert allowlist.permitted(("dnf", "-q", "--cacheonly", *allowlist.DNF_REPOQUERY, *specs))
     for bad in ("580.95.05;reboot", "58", "580.95.05 x", "580.*"):
         assert not allowlist.permitted(("dnf", "-q", *allowlist.DNF_REPOQUERY,
@@ -147,7 +149,8 @@ def test_every_spec_the_probe_makes_is_allowed_and_a_bad_version_is_not() -> Non
 def _dnf_answer(rc: int, stderr: str) -> list[Recording]:
     """Every dnf line of the errata record answered with `rc` and `stderr`."""
     rec = Record.load(REPOS / "el9-repos-errata-no-kmod")
-    return [replace(r, rc=rc, stdout="", stderr=stderr) for r in rec.recordings if r.argv[0] == "dnf"]
+    dnf = [r for r in rec.recordings if r.argv[0] == "dnf"]
+    return [replace(r, rc=rc, stdout="", stderr=stderr) for r in dnf]
 
 
 @pytest.mark.parametrize(
@@ -168,7 +171,7 @@ def test_dnf_failing_is_a_warning_never_a_pass(rc: int, stderr: str, said: str) 
 def test_a_record_asked_about_another_driver_is_not_judged_from_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, doc = cli(capsys, "--from", str(REPOS / "el9-repos-kmod-published"), "--target-driver",
+    _, doc = cli(capsys, "--from", str(REPOS / "el9-repos-kmod-published"), "--target-driver",
                     "580.105.08", "--target-module", "proprietary", "--repos")  # fmt: skip
     found = repos_check(doc)
     assert found["severity"] == "warn" and "unrecorded" in found["finding"]
