@@ -24,6 +24,7 @@ class RepoAnswer:
     streams: list[str] | None = None  # nvidia-driver streams; None: not listed
     cache: str = "cache"  # cache: dnf answered from its metadata cache; refreshed: it refreshed
     query: str = ""  # the outputs key of the repoquery that answered
+    timeout_s: int = 0  # the seconds dnf was given
 
 
 @dataclass

@@ -57,8 +57,12 @@ def repo_specs(version: str, kernels: list[str]) -> list[str]:
     ]
 
 
+def dnf_timeout(host: ReadOnlyHost) -> int:
+    return max(host.timeout, DNF_TIMEOUT_S)
+
+
 def _dnf(host: ReadOnlyHost, *argv: str) -> Output:
-    return host.run("dnf", *argv, timeout=max(host.timeout, DNF_TIMEOUT_S))
+    return host.run("dnf", *argv, timeout=dnf_timeout(host))
 
 
 def repos_step(host: ReadOnlyHost, state: HostState, plan: UpgradePlan) -> None:
@@ -69,6 +73,7 @@ def repos_step(host: ReadOnlyHost, state: HostState, plan: UpgradePlan) -> None:
     kernels = boot_kernels(state)
     valid = [k for k in kernels if nv_pkgs.kernel_base(k) is not None]
     answer = RepoAnswer(version, kernels, [k for k in kernels if k not in valid])
+    answer.timeout_s = dnf_timeout(host)
     state.repos = answer
     specs = repo_specs(version, valid)
     o = state.outputs

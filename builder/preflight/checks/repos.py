@@ -36,7 +36,8 @@ def driver_repos(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) 
         return Finding(cid, SKIP, f"dnf was asked about {ans.version}: see the plan", "", SOURCES)
     out = state.out(ans.query)
     if out is None or not out.ok:
-        return Finding(cid, WARN, f"cannot tell what installs: {_dnf_why(out)}", _REFRESH, SOURCES)
+        why = _dnf_why(out, ans.timeout_s)
+        return Finding(cid, WARN, f"cannot tell what installs: {why}", _REFRESH, SOURCES)
     flavours = _flavours(state, plan)
     fine: list[str] = []
     lacking: dict[str, str] = {}  # kernel -> its role
@@ -72,13 +73,16 @@ def _not_asked(state: HostState, plan: UpgradePlan) -> str:
     return "dnf was not asked (reading the host failed before it)"
 
 
-def _dnf_why(out: Output | None) -> str:
+def _dnf_why(out: Output | None, seconds: int) -> str:
     if out is None:
         return "dnf was not asked"
     if out.missing:
-        return "`dnf` is not installed (command not found)"
+        return (
+            "`dnf` is not installed (command not found; a record made without --repos has no "
+            "dnf answers)"
+        )
     if out.timed_out:
-        return f"`dnf` timed out after {DNF_TIMEOUT_S} s"
+        return f"`dnf` timed out after {seconds or DNF_TIMEOUT_S} s"
     return out.why()
 
 
