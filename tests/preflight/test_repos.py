@@ -16,7 +16,7 @@ from builder.facts import nvidia_packages as nv_pkgs
 from builder.facts.driver_version import DriverVersion
 from builder.host import parsers
 from builder.judgement.finding import Finding
-from builder.judgement.severity import BLOCK, SKIP, WARN
+from builder.judgement.severity import BLOCK, OK, SKIP, WARN
 from builder.preflight import allowlist
 from builder.preflight.checks import HOST_CHECKS, run_one
 from builder.preflight.gather import gather
@@ -200,8 +200,14 @@ def test_without_a_target_the_driver_the_next_boot_runs_is_asked_for() -> None:
     )
     assert state.repos is not None and state.repos.version == "550.144.03"
     assert any("nvidia-driver-550.144.03" in argv for argv in dnf_lines(replay))
-    # the answer offers 580.95.05 only: nothing installs 550.144.03, whose module DKMS built
-    assert finding.severity == BLOCK and "nvidia-driver-550.144.03 is in none" in finding.message
+    # the answer offers 580.95.05 only; what is installed rebuilds 550.144.03 for the kernel
+    assert finding.severity == OK, finding
+    assert "nvidia-driver-550.144.03 (installed)" in finding.message
+    assert (
+        "5.14.0-503.35.1.el9_5.x86_64 (running + next boot): DKMS: kmod-nvidia-latest-dkms-"
+        "550.144.03 (installed) + dkms-3.1.5-1.el9.noarch (cuda-rhel9-x86_64) + "
+        "kernel-devel-5.14.0-503.35.1.el9_5.x86_64 (installed)"
+    ) in finding.message
     assert base.name == "el9-h100"
 
 

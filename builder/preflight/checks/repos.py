@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 from builder.facts import nvidia_packages as nv_pkgs
-from builder.host.parsers import Available
+from builder.host.parsers import Available, rpm_q
 from builder.host.shown import shown
 from builder.judgement.finding import Finding
 from builder.judgement.registry import check
@@ -126,10 +126,32 @@ def _installs(
     devel = _devel(state, ans, kernel)
     installed_dkms = bool(state.rpm and state.rpm.installed.get(nv_pkgs.DKMS_PACKAGE))
     for flavour in flavours:
-        kmod = _offered(ans, nv_pkgs.DKMS_KMOD[flavour], ans.version)
-        if kmod is not None and devel is not None and (dkms is not None or installed_dkms):
+        name = nv_pkgs.DKMS_KMOD[flavour]
+        kmod = _offered(ans, name, ans.version)
+        how = f"{kmod.nevra} ({kmod.repo})" if kmod else None
+        if how is None and _installed(state, name, ans.version):
+            how = f"{name}-{ans.version} (installed)"
+        if how is not None and devel is not None and (dkms is not None or installed_dkms):
             with_dkms = f"{dkms.nevra} ({dkms.repo})" if dkms else "dkms (installed)"
-            return f"DKMS: {kmod.nevra} ({kmod.repo}) + {with_dkms} + {devel}"
+            return f"DKMS: {how} + {with_dkms} + {devel}"
+    return None
+
+
+def _installed(state: HostState, name: str, version: str) -> bool:
+    """Is `name` installed at `version` (rpm -qa 'kmod-nvidia*': the DKMS kmods too)?"""
+    out = state.out("rpm-kmods")
+    if out is None or not out.ok:
+        return False
+    return any(v.startswith(f"{version}-") for v in rpm_q(out.stdout).installed.get(name, ()))
+
+
+def _driver_there(state: HostState, ans: RepoAnswer) -> str | None:
+    """The driver package of the asked version: offered, or already installed."""
+    offered = _offered(ans, nv_pkgs.DRIVER_PACKAGE, ans.version)
+    if offered is not None:
+        return f"{offered.nevra} ({offered.repo})"
+    if str(state.userspace_driver) == ans.version:
+        return f"{nv_pkgs.DRIVER_PACKAGE}-{ans.version} (installed)"
     return None
 
 
@@ -146,7 +168,7 @@ def _verdict(
         if ans.cache == "cache"
         else " (dnf refreshed its metadata cache to answer)"
     )
-    driver = _offered(ans, nv_pkgs.DRIVER_PACKAGE, ans.version)
+    driver = _driver_there(state, ans)
     streams = _streams(ans)
     notes = "; ".join(fine) + (f"; {streams}" if streams else "")
     nxt = [k for k, role in lacking.items() if "next boot" in role]
@@ -173,7 +195,7 @@ def _verdict(
             _fix(state, ans, list(lacking), flavours, lacking),
             SOURCES,
         )
-    return Finding(cid, OK, f"{driver.nevra} ({driver.repo}); {notes}{cache}", "", SOURCES)
+    return Finding(cid, OK, f"{driver}; {notes}{cache}", "", SOURCES)
 
 
 def _streams(ans: RepoAnswer) -> str:
