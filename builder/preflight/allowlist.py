@@ -92,6 +92,21 @@ DNF_SPEC = re.compile(
         )
     )
 )
+# `dnf install --assumeno`: the exact packages repoquery found for a kernel, resolved as a
+# transaction dnf is told not to run (the precompiled kmod by its full name, no glob).
+_KERNEL_BASE = r"\d+\.\d+\.\d+-\d+(?:\.\d+)*"
+DNF_INSTALL_SPEC = re.compile(
+    "|".join(
+        (
+            f"{re.escape(nv_pkgs.DRIVER_PACKAGE)}-{_DRIVER}",
+            f"kmod-nvidia-(?:open-)?{_DRIVER}-{_KERNEL_BASE}",
+            *(f"{re.escape(name)}-{_DRIVER}" for name in nv_pkgs.DKMS_KMOD.values()),
+            re.escape(nv_pkgs.DKMS_PACKAGE),
+            f"{re.escape(nv_pkgs.KERNEL_DEVEL)}-{_KERNEL}",
+        )
+    )
+)
+DNF_INSTALL = ("install", "--assumeno", "--")
 DNF_REPOQUERY = ("repoquery", "--latest-limit", "1", "--qf", DNF_REPOQUERY_QF, "--")
 DNF_MODULE_LIST = ("module", "list", "--", nv_pkgs.MODULE)
 DNF_SPECS_MAX = 12
@@ -212,6 +227,17 @@ ALLOWED: tuple[Shape, ...] = (
     ),
     *(
         Shape("dnf", (*cache, *DNF_MODULE_LIST), why="lists the module's streams (changes none)")
+        for cache in (("-q", "--cacheonly"), ("-q",))
+    ),
+    *(
+        Shape(
+            "dnf",
+            (*cache, *DNF_INSTALL),
+            DNF_INSTALL_SPEC,
+            1,
+            4,
+            why="resolves a transaction and answers no to it (--assumeno: nothing is installed)",
+        )
         for cache in (("-q", "--cacheonly"), ("-q",))
     ),
     Shape(

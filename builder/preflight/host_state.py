@@ -25,6 +25,7 @@ class RepoAnswer:
     cache: str = "cache"  # cache: dnf answered from its metadata cache; refreshed: it refreshed
     query: str = ""  # the outputs key of the repoquery that answered
     timeout_s: int = 0  # the seconds dnf was given
+    resolved: dict[str, str] = field(default_factory=dict)  # kernel -> its install's outputs key
 
 
 @dataclass

@@ -5,7 +5,11 @@ boots (the running one and grubby's default), one `dnf repoquery` lists what the
 repositories offer of NVIDIA's packages (builder/facts/nvidia_packages.py): the driver, the
 precompiled kmods of that version (every kernel's), the DKMS kmods, dkms (EPEL) and
 kernel-devel of each boot kernel; then `dnf module list nvidia-driver` its module streams.
-Both run `--cacheonly` first: they read dnf's metadata cache and write nothing. Only when there
+Then, for each boot kernel that has a way in, `dnf install --assumeno` of exactly those
+packages (the driver, the kmod or the DKMS set): dnf resolves the transaction against what is
+installed and answers no to it (it needs root; as another user dnf refuses, and the finding
+says the transaction was not resolved). All run `--cacheonly` first: they read dnf's metadata
+cache and write nothing. Only when there
 is no cache (dnf never ran, or was cleaned) are they run again without it, and then dnf
 refreshes its metadata cache (the one thing it writes; dnf also appends to its own logs). Every
 argument is a fixed word, the validated driver version or a validated EL kernel release
@@ -17,6 +21,7 @@ from __future__ import annotations
 from builder.facts import nvidia_packages as nv_pkgs
 from builder.host import parsers
 from builder.preflight import allowlist
+from builder.preflight import repos_route as route_of
 from builder.preflight.host_state import HostState, RepoAnswer
 from builder.preflight.hostio import Output, ReadOnlyHost
 from builder.preflight.model import UpgradePlan
@@ -26,6 +31,7 @@ from builder.preflight.model import UpgradePlan
 DNF_TIMEOUT_S = 120
 REPOQUERY_PROBE = "dnf-repoquery"
 MODULES_PROBE = "dnf-modules"
+RESOLVE_PROBE = "dnf-resolve"
 
 
 def asked_version(state: HostState, plan: UpgradePlan) -> str | None:
@@ -89,3 +95,28 @@ def repos_step(host: ReadOnlyHost, state: HostState, plan: UpgradePlan) -> None:
     o[MODULES_PROBE] = mods = _dnf(host, "-q", *cache, *allowlist.DNF_MODULE_LIST)
     if mods.ok or "No matching Modules" in mods.stderr:
         answer.streams = parsers.dnf_module_streams(mods.stdout, nv_pkgs.MODULE)
+    _resolve(host, state, answer, plan, cache)
+
+
+def _resolve(
+    host: ReadOnlyHost, state: HostState, ans: RepoAnswer, plan: UpgradePlan, cache: tuple[str, ...]
+) -> None:
+    """For each boot kernel with a route, `dnf install --assumeno` its packages (with the
+    driver): dnf resolves the transaction against what is installed and answers no."""
+    driver = route_of.driver_there(state, ans)
+    done: dict[tuple[str, ...], str] = {}
+    for kernel in ans.kernels:
+        found = (
+            None
+            if kernel in ans.refused
+            else route_of.route(state, ans, kernel, route_of.flavours(state, plan))
+        )
+        if found is None:
+            continue
+        specs = (*(() if driver is None or driver[1] is None else (driver[1],)), *found.install)
+        if not specs:
+            continue
+        if specs not in done:
+            done[specs] = key = f"{RESOLVE_PROBE} {kernel}"
+            state.outputs[key] = _dnf(host, "-q", *cache, *allowlist.DNF_INSTALL, *specs)
+        ans.resolved[kernel] = done[specs]

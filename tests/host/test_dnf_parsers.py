@@ -33,3 +33,14 @@ def test_the_parsers_read_what_dnf_prints() -> None:
     assert parsers.dnf_no_cache("Error: Cache-only enabled but no cache for 'cuda'\n")
     assert not parsers.dnf_no_cache("Error: Failed to download metadata for repo 'cuda'\n")
     assert shlex.split(parsers.DNF_REPOQUERY_QF)[0] == "%{name}"
+
+
+def test_what_install_assumeno_said() -> None:
+    assert parsers.dnf_assumeno(1, "Operation aborted.\n").status == "resolves"
+    assert parsers.dnf_assumeno(0, "Nothing to do.\n").status == "resolves"
+    fails = parsers.dnf_assumeno(
+        1, "Error: Unable to find a match: kmod-nvidia-580.95.05-5.14.0-570.17.1\n"
+    )
+    assert fails.status == "fails" and "Unable to find a match" in fails.detail
+    root = parsers.dnf_assumeno(1, "Error: This command has to be run with superuser privileges")
+    assert root.status == "unknown" and "root" in root.detail

@@ -77,6 +77,15 @@ def kernel_devel(kernel: str) -> Package:
 DRIVER_PKG = Package(
     "nvidia-driver", DRIVER, "1.el9", epoch=3, requires=(f"nvidia-kmod = 3:{DRIVER}",)
 )
+# The same driver, requiring a package its repository lacks (as when the driver's packages are
+# published one by one): repoquery finds everything, the transaction does not resolve.
+DRIVER_PKG_UNMET = Package(
+    "nvidia-driver",
+    DRIVER,
+    "1.el9",
+    epoch=3,
+    requires=(f"nvidia-kmod = 3:{DRIVER}", f"nvidia-kmod-common = 3:{DRIVER}"),
+)
 DKMS_KMOD = Package(
     "kmod-nvidia-latest-dkms",
     DRIVER,

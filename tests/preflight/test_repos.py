@@ -104,7 +104,10 @@ def test_the_probe_argv_are_fixed_words_and_validated_values() -> None:
         ("dnf", "-q", "--cacheonly", *query),  # the cache first: it said there is none
         ("dnf", "-q", *query),  # then dnf refreshes its metadata cache
         ("dnf", "-q", "module", "list", "--", "nvidia-driver"),
-    ]
+        # the running kernel has a way in: resolved as a transaction, answered no
+        ("dnf", "-q", "install", "--assumeno", "--", f"nvidia-driver-{DRIVER}",
+         f"kmod-nvidia-{DRIVER}-5.14.0-503.35.1"),
+    ]  # fmt: skip
     # the glob reaches dnf as one quoted word (no shell expands it), under dnf's longer timeout
     first = next(line for line in replay.lines if " dnf -q " in line)
     assert first.startswith("LC_ALL=C timeout -k 5 120 dnf -q --cacheonly repoquery ")
@@ -205,8 +208,8 @@ def test_without_a_target_the_driver_the_next_boot_runs_is_asked_for() -> None:
     assert "nvidia-driver-550.144.03 (installed)" in finding.message
     assert (
         "5.14.0-503.35.1.el9_5.x86_64 (running + next boot): DKMS: kmod-nvidia-latest-dkms-"
-        "550.144.03 (installed) + dkms-3.1.5-1.el9.noarch (cuda-rhel9-x86_64) + "
-        "kernel-devel-5.14.0-503.35.1.el9_5.x86_64 (installed)"
+        "550.144.03 (installed) + dkms (installed) + kernel-devel-5.14.0-503.35.1.el9_5.x86_64 "
+        "(installed)"
     ) in finding.message
     assert base.name == "el9-h100"
 
@@ -215,3 +218,54 @@ def test_no_driver_and_no_target_asks_nothing() -> None:
     state, finding, replay = replayed("el9-repos-kmod-published", UpgradePlan(repos=True))
     assert state.repos is None and dnf_lines(replay) == []
     assert finding.severity == SKIP and "no version to ask for" in finding.message
+
+
+def _install_answer(rc: int, stderr: str) -> list[Recording]:
+    """Every `dnf install --assumeno` of the published record answered with `rc`, `stderr`."""
+    rec = Record.load(REPOS / "el9-repos-kmod-published")
+    lines = [r for r in rec.recordings if r.argv[:3] == ("dnf", "-q", "install")]
+    assert lines
+    return [replace(r, rc=rc, stdout="", stderr=stderr) for r in lines]
+
+
+def test_names_found_but_a_transaction_dnf_cannot_resolve_breaks() -> None:
+    problem = (
+        "Error: \n Problem: conflicting requests\n  - nothing provides nvidia-kmod-common = "
+        "3:580.95.05 needed by nvidia-driver-3:580.95.05-1.el9.x86_64\n"
+    )
+    _, finding, _ = replayed("el9-repos-kmod-published", edit=_install_answer(1, problem))
+    assert finding.severity == BLOCK
+    assert finding.message.startswith(f"breaks: dnf cannot install kmod-nvidia-{DRIVER}-")
+    assert "nothing provides nvidia-kmod-common = 3:580.95.05" in finding.message
+    assert finding.remediation.startswith("resolve what dnf names")
+
+
+def test_as_another_user_the_transaction_is_not_resolved_and_the_finding_says_so() -> None:
+    root = (
+        "Error: This command has to be run with superuser privileges (under the Unix command line)."
+    )
+    _, finding, _ = replayed("el9-repos-kmod-published", edit=_install_answer(1, root + "\n"))
+    assert finding.severity == OK
+    assert "not resolved as a transaction: dnf install needs root" in finding.message
+
+
+def test_a_transaction_that_times_out_warns() -> None:
+    _, finding, _ = replayed("el9-repos-kmod-published", edit=_install_answer(124, ""))
+    assert finding.severity == WARN and "timed out after 120 s" in finding.message
+
+
+@pytest.mark.parametrize(
+    "specs",
+    [
+        (f"kmod-nvidia-{DRIVER}-*",),  # a glob: only the exact packages found
+        ("bash",),
+        (f"nvidia-driver-{DRIVER}", "dkms", "dkms", "dkms", "dkms"),  # at most 4
+        (f"kernel-devel-{ERRATA};reboot",),
+    ],
+)
+def test_the_install_shape_takes_only_the_exact_packages_found(specs: tuple[str, ...]) -> None:
+    for cache in (("-q", "--cacheonly"), ("-q",)):
+        assert not allowlist.permitted(("dnf", *cache, *allowlist.DNF_INSTALL, *specs))
+    assert allowlist.permitted(("dnf", "-q", *allowlist.DNF_INSTALL, f"nvidia-driver-{DRIVER}"))
+    assert not allowlist.permitted(("dnf", "-q", "install", "-y", "--", "dkms"))
+    assert not allowlist.permitted(("dnf", "-q", "install", "--assumeyes", "--", "dkms"))

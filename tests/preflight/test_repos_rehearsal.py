@@ -37,6 +37,7 @@ from tests.preflight.repos_rehearsal import (
     DKMS_KMOD,
     DRIVER,
     DRIVER_PKG,
+    DRIVER_PKG_UNMET,
     NEXT_ERRATA,
     NEXT_WITH_KMOD,
     RUNNING,
@@ -85,6 +86,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Any:
     ]
     build_repo(work, "errata", errata, modules=True)
     build_repo(work, "synced", [*errata, kernel_devel(NEXT_ERRATA)])
+    build_repo(work, "unmet", [DRIVER_PKG_UNMET, *errata[1:]])
     server = Server(work / "www")
     try:
         yield work, f"http://127.0.0.1:{server.port}"
@@ -126,6 +128,10 @@ def test_next_boot_kernel_with_a_kmod_is_ok_first_refreshing_then_from_the_cache
     first = dnf_lines(host)
     assert first[0][:3] == ("dnf", "-q", "--cacheonly") and first[1][:2] == ("dnf", "-q")
     assert "--cacheonly" not in first[1]
+    # the packages found were resolved as a transaction dnf was told not to run
+    kmod = f"kmod-nvidia-{DRIVER}-5.14.0-570.12.1"
+    assert ("dnf", "-q", "install", "--assumeno", "--", f"nvidia-driver-{DRIVER}", kmod) in first
+    assert "not resolved" not in finding.message
     # asked again, dnf answers from the cache it now has, refreshing nothing
     state, again, host = judge(served, monkeypatch, "host-a", "errata", NEXT_WITH_KMOD)
     assert again.severity == OK and state.repos is not None and state.repos.cache == "cache"
@@ -152,6 +158,18 @@ def test_errata_kernel_with_kernel_devel_published_installs_through_dkms(
     assert finding.severity == OK, finding
     assert f"{NEXT_ERRATA} (next boot): DKMS: kmod-nvidia-latest-dkms-{DRIVER}" in finding.message
     assert f"kernel-devel-{NEXT_ERRATA.replace('.x86_64', '')}" in finding.message
+
+
+def test_a_driver_whose_dependencies_are_not_published_breaks_though_every_name_is_there(
+    served: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, finding, _ = judge(served, monkeypatch, "host-f", "unmet", NEXT_WITH_KMOD)
+    assert finding.severity == BLOCK, finding
+    assert finding.message.startswith(
+        f"breaks: dnf cannot install kmod-nvidia-{DRIVER}-5.14.0-570.12.1-{DRIVER}-2.el9_6"
+    )
+    assert "nvidia-kmod-common" in finding.message  # dnf's own words
+    assert finding.remediation.startswith("resolve what dnf names")
 
 
 def test_a_recorded_rehearsal_replays_to_the_same_verdict(

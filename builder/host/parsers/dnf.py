@@ -62,3 +62,31 @@ def dnf_module_streams(text: str, module: str) -> list[str]:
         ):
             streams.append(words[1])
     return streams
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What `dnf install --assumeno` said: resolves (dnf would install it and was told no),
+    fails (no transaction: dnf's own problem lines), or unknown (dnf would not try)."""
+
+    status: str  # resolves | fails | unknown
+    detail: str = ""
+
+
+def dnf_assumeno(rc: int, text: str) -> Resolution:
+    """`dnf -q install --assumeno -- SPEC...` (its stdout and stderr together): dnf 4 prints
+    "Operation aborted." after resolving a transaction it was told not to run, "Nothing to
+    do." when everything is installed, and "Error: ..." (with " Problem: ..." lines) when it
+    cannot resolve one; a non-root caller gets "This command has to be run with superuser
+    privileges"."""
+    if "Operation aborted" in text or "Nothing to do" in text or rc == 0:
+        return Resolution("resolves")
+    if "superuser privileges" in text:
+        return Resolution("unknown", "dnf install needs root to resolve a transaction")
+    lines = [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip().startswith(("Error:", "Problem", "- ", "package ", "nothing provides"))
+        and line.strip() != "Error:"
+    ]
+    return Resolution("fails", "; ".join(lines[:4]) or f"dnf exited {rc}")

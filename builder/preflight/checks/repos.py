@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 from builder.facts import nvidia_packages as nv_pkgs
-from builder.host.parsers import Available, rpm_q
+from builder.host.parsers import Resolution, dnf_assumeno
 from builder.host.shown import shown
 from builder.judgement.finding import Finding
 from builder.judgement.registry import check
@@ -15,6 +15,7 @@ from builder.preflight.host_state import HostState, RepoAnswer
 from builder.preflight.hostio import Output
 from builder.preflight.model import UpgradePlan
 from builder.preflight.repos_probe import DNF_TIMEOUT_S, asked_version
+from builder.preflight.repos_route import devel, dkms_there, driver_there, flavours, offered, route
 
 SOURCES = (
     nv_pkgs.PRECOMPILED_KMOD_SOURCE,
@@ -38,18 +39,27 @@ def driver_repos(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) 
     if out is None or not out.ok:
         why = _dnf_why(out, ans.timeout_s)
         return Finding(cid, WARN, f"cannot tell what installs: {why}", _REFRESH, SOURCES)
-    flavours = _flavours(state, plan)
+    kinds = flavours(state, plan)
     fine: list[str] = []
-    lacking: dict[str, str] = {}  # kernel -> its role
+    lacking: dict[str, str] = {}  # kernel -> why nothing installs its module
+    unresolved: list[str] = []
     for kernel, role in ans.kernels.items():
         if kernel in ans.refused:
             continue
-        how = _installs(state, ans, kernel, flavours)
-        if how is None:
-            lacking[kernel] = role
+        way = route(state, ans, kernel, kinds)
+        said = _resolution(state, ans, kernel)
+        if way is None:
+            lacking[kernel] = _lacks(state, ans, kernel, role, kinds)
+        elif said.status == "fails":
+            lacking[kernel] = (
+                f"dnf cannot install {way.words} with the driver for {kernel} ({role}): "
+                f"{shown(said.detail, 300)}"
+            )
         else:
-            fine.append(f"{kernel} ({role}): {how}")
-    found = _verdict(cid, state, ans, flavours, fine, lacking)
+            fine.append(f"{kernel} ({role}): {way.words}")
+            if said.status != "resolves":
+                unresolved.append(said.detail)
+    found = _verdict(cid, state, ans, kinds, fine, lacking, unresolved)
     if not ans.refused or found.severity is BLOCK:
         return found
     odd = ", ".join(f"{shown(k, 80)} ({ans.kernels[k]})" for k in ans.refused)
@@ -86,116 +96,70 @@ def _dnf_why(out: Output | None, seconds: int) -> str:
     return out.why()
 
 
-def _flavours(state: HostState, plan: UpgradePlan) -> tuple[str, ...]:
-    """The module flavour(s) whose packages count: the plan's, else what runs, else either."""
-    flavour = plan.flavour(state) if plan.target else state.flavour
-    return (flavour,) if flavour in nv_pkgs.DKMS_KMOD else tuple(nv_pkgs.DKMS_KMOD)
-
-
-def _offered(ans: RepoAnswer, name: str, version: str | None = None) -> Available | None:
-    for a in ans.available:
-        if a.name == name and (version is None or a.version == version):
-            return a
-    return None
-
-
-def _devel(state: HostState, ans: RepoAnswer, kernel: str) -> str | None:
-    """kernel-devel for `kernel`: installed, or offered by a repository."""
-    installed = state.rpm.installed.get(nv_pkgs.KERNEL_DEVEL, ()) if state.rpm else ()
-    if kernel in installed:
-        return f"{nv_pkgs.KERNEL_DEVEL}-{kernel} (installed)"
-    for a in ans.available:
-        if a.name == nv_pkgs.KERNEL_DEVEL and f"{a.version}-{a.release}.{a.arch}" == kernel:
-            return f"{a.nevra} ({a.repo})"
-    return None
-
-
-def _installs(
-    state: HostState, ans: RepoAnswer, kernel: str, flavours: tuple[str, ...]
-) -> str | None:
-    """What would install the module for `kernel`, in words; None: nothing."""
-    base = nv_pkgs.kernel_base(kernel) or ""
-    for flavour in flavours:
-        name = nv_pkgs.PRECOMPILED_KMOD[flavour].format(driver=ans.version, kernel=base)
-        kmod = _offered(ans, name, ans.version)
-        if kmod is not None:
-            return f"{kmod.nevra} ({kmod.repo}, precompiled)"
-        if any(pkg == name for pkg, _, _ in state.kmods):
-            return f"{name} (precompiled, installed)"
-    dkms = _offered(ans, nv_pkgs.DKMS_PACKAGE)
-    devel = _devel(state, ans, kernel)
-    installed_dkms = bool(state.rpm and state.rpm.installed.get(nv_pkgs.DKMS_PACKAGE))
-    for flavour in flavours:
-        name = nv_pkgs.DKMS_KMOD[flavour]
-        kmod = _offered(ans, name, ans.version)
-        how = f"{kmod.nevra} ({kmod.repo})" if kmod else None
-        if how is None and _installed(state, name, ans.version):
-            how = f"{name}-{ans.version} (installed)"
-        if how is not None and devel is not None and (dkms is not None or installed_dkms):
-            with_dkms = f"{dkms.nevra} ({dkms.repo})" if dkms else "dkms (installed)"
-            return f"DKMS: {how} + {with_dkms} + {devel}"
-    return None
-
-
-def _installed(state: HostState, name: str, version: str) -> bool:
-    """Is `name` installed at `version` (rpm -qa 'kmod-nvidia*': the DKMS kmods too)?"""
-    out = state.out("rpm-kmods")
-    if out is None or not out.ok:
-        return False
-    return any(v.startswith(f"{version}-") for v in rpm_q(out.stdout).installed.get(name, ()))
-
-
-def _driver_there(state: HostState, ans: RepoAnswer) -> str | None:
-    """The driver package of the asked version: offered, or already installed."""
-    offered = _offered(ans, nv_pkgs.DRIVER_PACKAGE, ans.version)
-    if offered is not None:
-        return f"{offered.nevra} ({offered.repo})"
-    if str(state.userspace_driver) == ans.version:
-        return f"{nv_pkgs.DRIVER_PACKAGE}-{ans.version} (installed)"
-    return None
+def _resolution(state: HostState, ans: RepoAnswer, kernel: str) -> Resolution:
+    """What `dnf install --assumeno` said of this kernel's packages (resolves when nothing
+    needed installing)."""
+    key = ans.resolved.get(kernel)
+    out = state.out(key) if key else None
+    if key is None:
+        return Resolution("resolves")
+    if out is None:
+        return Resolution("unknown", "the transaction was not resolved")
+    if out.timed_out:
+        return Resolution("timeout", f"`dnf install --assumeno` timed out after {ans.timeout_s} s")
+    return dnf_assumeno(out.rc, out.stdout + out.stderr)
 
 
 def _verdict(
     cid: str,
     state: HostState,
     ans: RepoAnswer,
-    flavours: tuple[str, ...],
+    kinds: tuple[str, ...],
     fine: list[str],
     lacking: dict[str, str],
+    unresolved: list[str],
 ) -> Finding:
     cache = (
         " (dnf answered from its metadata cache: `dnf makecache` refreshes it)"
         if ans.cache == "cache"
         else " (dnf refreshed its metadata cache to answer)"
     )
-    driver = _driver_there(state, ans)
+    if unresolved:
+        cache += f" (not resolved as a transaction: {unresolved[0]})"
+    timed_out = any("timed out" in u for u in unresolved)
+    driver = driver_there(state, ans)
     streams = _streams(ans)
-    notes = "; ".join(fine) + (f"; {streams}" if streams else "")
-    nxt = [k for k, role in lacking.items() if "next boot" in role]
+    nxt = [k for k in lacking if "next boot" in ans.kernels[k]]
+    others = [why for k, why in lacking.items() if k not in nxt]
+    notes = "; ".join([*fine, *([streams] if streams else [])])
     if nxt or driver is None:
         what = (
             [f"{nv_pkgs.DRIVER_PACKAGE}-{ans.version} is in none of the host's repositories"]
             if driver is None
             else []
         )
-        what += [_lacks(state, ans, k, lacking[k], flavours) for k in nxt]
+        what += [lacking[k] for k in nxt]
         return Finding(
             cid,
             BLOCK,
-            "breaks: " + "; ".join(what) + (f" (other: {notes})" if notes else "") + cache,
-            _fix(state, ans, nxt, flavours, lacking),
+            "breaks: "
+            + "; ".join([*what, *others])
+            + (f" (other: {notes})" if notes else "")
+            + cache,
+            _fix(state, ans, nxt, kinds, lacking),
             SOURCES,
         )
     if lacking:
-        what = [_lacks(state, ans, k, role, flavours) for k, role in lacking.items()]
         return Finding(
             cid,
             WARN,
-            "; ".join(what) + f" (the next boot is covered: {notes})" + cache,
-            _fix(state, ans, list(lacking), flavours, lacking),
+            "; ".join(lacking.values()) + f" (the next boot is covered: {notes})" + cache,
+            _fix(state, ans, list(lacking), kinds, lacking),
             SOURCES,
         )
-    return Finding(cid, OK, f"{driver}; {notes}{cache}", "", SOURCES)
+    if timed_out:  # every name is there, but dnf did not finish resolving them
+        return Finding(cid, WARN, f"{driver[0]}; {notes}{cache}", _REFRESH, SOURCES)
+    return Finding(cid, OK, f"{driver[0]}; {notes}{cache}", "", SOURCES)
 
 
 def _streams(ans: RepoAnswer) -> str:
@@ -212,21 +176,19 @@ def _streams(ans: RepoAnswer) -> str:
 
 
 def _lacks(
-    state: HostState, ans: RepoAnswer, kernel: str, role: str, flavours: tuple[str, ...]
+    state: HostState, ans: RepoAnswer, kernel: str, role: str, kinds: tuple[str, ...]
 ) -> str:
     """Why nothing installs the module for `kernel`, naming the packages."""
     base = nv_pkgs.kernel_base(kernel) or ""
     kmods = " or ".join(
-        nv_pkgs.PRECOMPILED_KMOD[f].format(driver=ans.version, kernel=base) for f in flavours
+        nv_pkgs.PRECOMPILED_KMOD[f].format(driver=ans.version, kernel=base) for f in kinds
     )
     missing = []
-    if all(_offered(ans, nv_pkgs.DKMS_KMOD[f], ans.version) is None for f in flavours):
-        missing.append(" or ".join(f"{nv_pkgs.DKMS_KMOD[f]}-{ans.version}" for f in flavours))
-    if _devel(state, ans, kernel) is None:
+    if all(offered(ans, nv_pkgs.DKMS_KMOD[f], ans.version) is None for f in kinds):
+        missing.append(" or ".join(f"{nv_pkgs.DKMS_KMOD[f]}-{ans.version}" for f in kinds))
+    if devel(state, ans, kernel) is None:
         missing.append(f"{nv_pkgs.KERNEL_DEVEL}-{kernel}")
-    if _offered(ans, nv_pkgs.DKMS_PACKAGE) is None and not (
-        state.rpm and state.rpm.installed.get(nv_pkgs.DKMS_PACKAGE)
-    ):
+    if dkms_there(state, ans) is None:
         missing.append(f"{nv_pkgs.DKMS_PACKAGE} (EPEL)")
     return (
         f"nothing installs the nvidia {ans.version} module for {kernel} ({role}): no {kmods} "
@@ -238,15 +200,13 @@ def _fix(
     state: HostState,
     ans: RepoAnswer,
     kernels: list[str],
-    flavours: tuple[str, ...],
+    kinds: tuple[str, ...],
     lacking: dict[str, str],
 ) -> str:
     branch = ans.version.split(".")[0]
-    stream = f"{branch}-open" if flavours == ("open",) else f"{branch}-dkms"
-    need = [f"{nv_pkgs.KERNEL_DEVEL}-{k}" for k in kernels if _devel(state, ans, k) is None]
-    if _offered(ans, nv_pkgs.DKMS_PACKAGE) is None and not (
-        state.rpm and state.rpm.installed.get(nv_pkgs.DKMS_PACKAGE)
-    ):
+    stream = f"{branch}-open" if kinds == ("open",) else f"{branch}-dkms"
+    need = [f"{nv_pkgs.KERNEL_DEVEL}-{k}" for k in kernels if devel(state, ans, k) is None]
+    if dkms_there(state, ans) is None:
         need.append("dkms (EPEL)")
     parts = [
         "wait for NVIDIA to publish the precompiled kmod for that kernel (they follow an errata "
@@ -255,6 +215,8 @@ def _fix(
         + (f"dnf install {' '.join(need)}, then " if need else "")
         + f"dnf module switch-to {nv_pkgs.MODULE}:{stream}",
     ]
+    if any(k.startswith("dnf cannot install") for k in lacking.values()):
+        parts.insert(0, "resolve what dnf names (a missing dependency, an exclude or a pin)")
     running = state.kernel
     if running and running not in lacking and running in ans.kernels:
         parts.append(
