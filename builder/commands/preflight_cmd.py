@@ -188,10 +188,10 @@ def _judgement_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--repos",
         action="store_true",
-        help="also ask each EL host's dnf (repoquery, module list; --cacheonly first, else dnf "
-        "refreshes its metadata cache) whether the driver and its kernel module for the running "
-        "and next-boot kernels install: driver.repos blocks when nothing installs it for the "
-        "next boot's",
+        help="also ask each EL host's dnf (repoquery, module list, install --assumeno; "
+        "--cacheonly first, else dnf refreshes its metadata cache) whether the driver and its "
+        "kernel module for the running and next-boot kernels install: driver.repos blocks when "
+        "nothing installs it for the next boot's",
     )
 
 
