@@ -65,7 +65,7 @@ def dnf_module_streams(text: str, module: str) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Resolution:
+class DnfResolution:
     """What `dnf install --assumeno` said: resolves (dnf would install it and was told no),
     fails (no transaction: dnf's own problem lines), or unknown (dnf would not try)."""
 
@@ -73,20 +73,20 @@ class Resolution:
     detail: str = ""
 
 
-def dnf_assumeno(rc: int, text: str) -> Resolution:
+def dnf_assumeno(rc: int, text: str) -> DnfResolution:
     """`dnf -q install --assumeno -- SPEC...` (its stdout and stderr together): dnf 4 prints
     "Operation aborted." after resolving a transaction it was told not to run, "Nothing to
     do." when everything is installed, and "Error: ..." (with " Problem: ..." lines) when it
     cannot resolve one; a non-root caller gets "This command has to be run with superuser
     privileges"."""
     if "Operation aborted" in text or "Nothing to do" in text or rc == 0:
-        return Resolution("resolves")
+        return DnfResolution("resolves")
     if "superuser privileges" in text:
-        return Resolution("unknown", "dnf install needs root to resolve a transaction")
+        return DnfResolution("unknown", "dnf install needs root to resolve a transaction")
     lines = [
         line.strip()
         for line in text.splitlines()
         if line.strip().startswith(("Error:", "Problem", "- ", "package ", "nothing provides"))
         and line.strip() != "Error:"
     ]
-    return Resolution("fails", "; ".join(lines[:4]) or f"dnf exited {rc}")
+    return DnfResolution("fails", "; ".join(lines[:4]) or f"dnf exited {rc}")

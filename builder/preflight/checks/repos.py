@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 from builder.facts import nvidia_packages as nv_pkgs
-from builder.host.parsers import Resolution, dnf_assumeno
+from builder.host.parsers import DnfResolution, dnf_assumeno
 from builder.host.shown import shown
 from builder.judgement.finding import Finding
 from builder.judgement.registry import check
@@ -96,17 +96,18 @@ def _dnf_why(out: Output | None, seconds: int) -> str:
     return out.why()
 
 
-def _resolution(state: HostState, ans: RepoAnswer, kernel: str) -> Resolution:
+def _resolution(state: HostState, ans: RepoAnswer, kernel: str) -> DnfResolution:
     """What `dnf install --assumeno` said of this kernel's packages (resolves when nothing
     needed installing)."""
     key = ans.resolved.get(kernel)
     out = state.out(key) if key else None
     if key is None:
-        return Resolution("resolves")
+        return DnfResolution("resolves")
     if out is None:
-        return Resolution("unknown", "the transaction was not resolved")
+        return DnfResolution("unknown", "the transaction was not resolved")
     if out.timed_out:
-        return Resolution("timeout", f"`dnf install --assumeno` timed out after {ans.timeout_s} s")
+        took = f"`dnf install --assumeno` timed out after {ans.timeout_s} s"
+        return DnfResolution("timeout", took)
     return dnf_assumeno(out.rc, out.stdout + out.stderr)
 
 
