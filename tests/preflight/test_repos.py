@@ -269,3 +269,16 @@ def test_the_install_shape_takes_only_the_exact_packages_found(specs: tuple[str,
     assert allowlist.permitted(("dnf", "-q", *allowlist.DNF_INSTALL, f"nvidia-driver-{DRIVER}"))
     assert not allowlist.permitted(("dnf", "-q", "install", "-y", "--", "dkms"))
     assert not allowlist.permitted(("dnf", "-q", "install", "--assumeyes", "--", "dkms"))
+
+
+def test_the_recorded_hosts_judged_as_a_fleet(capsys: pytest.CaptureFixture[str]) -> None:
+    code, doc = cli(capsys, "--from", str(REPOS), "--target-driver", DRIVER, "--target-module",
+                    "proprietary", "--repos", "--jobs", "2")  # fmt: skip
+    got = {
+        h["host"]: next(c["severity"] for c in h["checks"] if c["id"] == "driver.repos")
+        for h in doc["hosts"]
+    }
+    assert got == {"el9-repos-errata-no-kmod": "block", "el9-repos-kmod-published": "ok"}
+    assert code == 1 and doc["reasons"]["driver.repos"] == 1
+    probes = doc["hosts"][0]["facts"]["probes"]  # what was asked is in the JSON, with its rc
+    assert probes["dnf-repoquery"]["rc"] == 1 and probes["dnf-repoquery (refresh)"]["rc"] == 0
