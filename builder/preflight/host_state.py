@@ -26,6 +26,7 @@ class RepoAnswer:
     query: str = ""  # the outputs key of the repoquery that answered
     timeout_s: int = 0  # the seconds dnf was given
     resolved: dict[str, str] = field(default_factory=dict)  # kernel -> its install's outputs key
+    note: str = ""  # why dnf was not (fully) asked
 
 
 @dataclass

@@ -18,12 +18,14 @@ argument is a fixed word, the validated driver version or a validated EL kernel 
 
 from __future__ import annotations
 
+import time
+
 from builder.facts import nvidia_packages as nv_pkgs
 from builder.host import parsers
 from builder.preflight import allowlist
 from builder.preflight import repos_route as route_of
 from builder.preflight.host_state import HostState, RepoAnswer
-from builder.preflight.hostio import Output, ReadOnlyHost
+from builder.preflight.hostio import PROBE_GRACE_S, Output, ReadOnlyHost
 from builder.preflight.model import UpgradePlan
 
 # Seconds dnf may take (at least; --timeout when larger): a metadata refresh of four
@@ -67,8 +69,24 @@ def dnf_timeout(host: ReadOnlyHost) -> int:
     return max(host.timeout, DNF_TIMEOUT_S)
 
 
+# Seconds of the host's deadline (--host-timeout) a dnf call needs at the least: past it, dnf
+# is not started, and the host's other answers stand (a probe started too late would make the
+# whole host unreachable).
+_MIN_LEFT_S = 15
+
+
+class _OutOfTime(Exception):
+    pass
+
+
 def _dnf(host: ReadOnlyHost, *argv: str) -> Output:
-    return host.run("dnf", *argv, timeout=dnf_timeout(host))
+    seconds = dnf_timeout(host)
+    if host.deadline is not None:
+        left = int(host.deadline - time.monotonic()) - PROBE_GRACE_S
+        if left < _MIN_LEFT_S:
+            raise _OutOfTime(f"the per-host deadline ({host.host_timeout} s) left {max(left, 0)} s")
+        seconds = min(seconds, left)
+    return host.run("dnf", *argv, timeout=seconds)
 
 
 def repos_step(host: ReadOnlyHost, state: HostState, plan: UpgradePlan) -> None:
@@ -81,6 +99,16 @@ def repos_step(host: ReadOnlyHost, state: HostState, plan: UpgradePlan) -> None:
     answer = RepoAnswer(version, kernels, [k for k in kernels if k not in valid])
     answer.timeout_s = dnf_timeout(host)
     state.repos = answer
+    try:
+        _ask(host, state, answer, plan, valid)
+    except _OutOfTime as exc:
+        answer.note = f"dnf was not started: {exc} (raise --host-timeout)"
+
+
+def _ask(
+    host: ReadOnlyHost, state: HostState, answer: RepoAnswer, plan: UpgradePlan, valid: list[str]
+) -> None:
+    version = answer.version
     specs = repo_specs(version, valid)
     o = state.outputs
     o[REPOQUERY_PROBE] = out = _dnf(host, "-q", "--cacheonly", *allowlist.DNF_REPOQUERY, *specs)

@@ -5,6 +5,7 @@ test_repos_rehearsal.py runs the real dnf)."""
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -282,3 +283,16 @@ def test_the_recorded_hosts_judged_as_a_fleet(capsys: pytest.CaptureFixture[str]
     assert code == 1 and doc["reasons"]["driver.repos"] == 1
     probes = doc["hosts"][0]["facts"]["probes"]  # what was asked is in the JSON, with its rc
     assert probes["dnf-repoquery"]["rc"] == 1 and probes["dnf-repoquery (refresh)"]["rc"] == 0
+
+
+def test_dnf_is_not_started_past_the_host_deadline_and_the_host_keeps_its_answers() -> None:
+    rec = Record.load(REPOS / "el9-repos-errata-no-kmod")
+    replay = ReplayHost(rec)
+    # 20 s left: enough for the quick probes, not for dnf (it would make the host unreachable)
+    host = ReadOnlyHost(replay, "h", deadline=time.monotonic() + 20, host_timeout=300)
+    state = gather(host, images=False, repos=PLAN)
+    finding = run_one(CHECK, state, PLAN, TODAY)
+    assert dnf_lines(replay) == [] and state.kernel is not None
+    assert finding.severity == WARN
+    assert "dnf was not started: the per-host deadline (300 s) left" in finding.message
+    assert "--host-timeout" in finding.message

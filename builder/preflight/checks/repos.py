@@ -35,9 +35,9 @@ def driver_repos(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) 
         return Finding(cid, SKIP, _not_asked(state, plan), "", SOURCES)
     if ans.version != asked_version(state, plan):  # the now verdict of a host with a target
         return Finding(cid, SKIP, f"dnf was asked about {ans.version}: see the plan", "", SOURCES)
-    out = state.out(ans.query)
+    out = state.out(ans.query) if ans.query else None
     if out is None or not out.ok:
-        why = _dnf_why(out, ans.timeout_s)
+        why = ans.note or _dnf_why(out, ans.timeout_s)
         return Finding(cid, WARN, f"cannot tell what installs: {why}", _REFRESH, SOURCES)
     kinds = flavours(state, plan)
     fine: list[str] = []
@@ -104,7 +104,7 @@ def _resolution(state: HostState, ans: RepoAnswer, kernel: str) -> DnfResolution
     if key is None:
         return DnfResolution("resolves")
     if out is None:
-        return DnfResolution("unknown", "the transaction was not resolved")
+        return DnfResolution("unknown", ans.note or "the transaction was not resolved")
     if out.timed_out:
         took = f"`dnf install --assumeno` timed out after {ans.timeout_s} s"
         return DnfResolution("timeout", took)
@@ -125,9 +125,11 @@ def _verdict(
         if ans.cache == "cache"
         else " (dnf refreshed its metadata cache to answer)"
     )
+    if ans.note:
+        unresolved.append(ans.note)
     if unresolved:
         cache += f" (not resolved as a transaction: {unresolved[0]})"
-    timed_out = any("timed out" in u for u in unresolved)
+    timed_out = any("timed out" in u or "not started" in u for u in unresolved)
     driver = driver_there(state, ans)
     streams = _streams(ans)
     nxt = [k for k in lacking if "next boot" in ans.kernels[k]]
