@@ -54,10 +54,11 @@ STREAMS_SOURCE = Source(
 )
 
 # An EL kernel release as `uname -r` prints it: <version>-<release><dist>.<arch>, e.g.
-# 5.14.0-570.12.1.el9_6.x86_64; the kmod's name carries the part before the dist tag.
+# 5.14.0-570.12.1.el9_6.x86_64; the kmod's name carries the part before the dist tag. A
+# variant (`...x86_64+debug`, an RT release `...rt14.296.el9_2`) is not one: its devel package
+# is another (kernel-debug-devel, kernel-rt-devel), so it is never asked about by this name.
 _EL_KERNEL = re.compile(
-    r"(?P<base>\d+\.\d+\.\d+-\d+(?:\.\d+)*)\.(?P<dist>el\d+(?:_\d+)?[A-Za-z0-9_]*)"
-    r"(?:\+[a-z0-9]+)?\.(?P<arch>x86_64|aarch64)"
+    r"(?P<base>\d+\.\d+\.\d+-\d+(?:\.\d+)*)\.(?P<dist>el\d+(?:_\d+)?)\.(?P<arch>x86_64|aarch64)"
 )
 
 

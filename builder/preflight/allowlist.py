@@ -80,7 +80,7 @@ _IMAGE_ID = re.compile(r"[0-9a-f]{12,64}")
 # validated driver version (digits and dots) and, for kernel-devel, a validated EL kernel
 # release; the kmod globs (`kmod-nvidia-580.95.05-*`) stay words: no shell sees them.
 _DRIVER = r"\d{3,4}\.\d{1,3}(?:\.\d{1,3})?"
-_KERNEL = r"\d+\.\d+\.\d+-\d+(?:\.\d+)*\.el\d+[A-Za-z0-9_]*(?:\+[a-z0-9]+)?\.(?:x86_64|aarch64)"
+_KERNEL = r"\d+\.\d+\.\d+-\d+(?:\.\d+)*\.el\d+(?:_\d+)?\.(?:x86_64|aarch64)"  # nvidia_packages
 DNF_SPEC = re.compile(
     "|".join(
         (

@@ -123,6 +123,8 @@ def test_the_probe_argv_are_fixed_words_and_validated_values() -> None:
         "5.14.0-570.17.1.el9_6.x86_64;id",
         "../../../etc/shadow",
         "6.1.0-28-amd64",  # a Debian kernel: not an EL release
+        "5.14.0-427.13.1.el9_4.x86_64+debug",  # a variant: its devel is kernel-debug-devel
+        "5.14.0-284.11.1.rt14.296.el9_2.x86_64",  # RT: kernel-rt-devel
     ],
 )
 def test_a_running_kernel_that_is_not_an_el_release_never_reaches_dnf(kernel: str) -> None:
@@ -134,7 +136,7 @@ def test_a_running_kernel_that_is_not_an_el_release_never_reaches_dnf(kernel: st
     assert state.repos is not None and state.repos.refused == [kernel] == [state.kernel]
     assert dnf_lines(replay) and not any(kernel in " ".join(a) for a in dnf_lines(replay))
     # the next boot is covered; the running kernel could not be asked about: a warning
-    assert finding.severity == WARN and "not an EL kernel release" in finding.message
+    assert finding.severity == WARN and "not a plain EL kernel release" in finding.message
     assert "5.14.0-570.12.1.el9_6.x86_64 (next boot): kmod-nvidia-580.95.05" in finding.message
     assert nv_pkgs.kernel_base(kernel) is None
 

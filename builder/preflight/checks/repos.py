@@ -66,8 +66,8 @@ def driver_repos(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) 
     return Finding(
         cid,
         WARN,
-        f"cannot tell for {odd}: not an EL kernel release, so dnf was not asked about it; "
-        + found.message,
+        f"cannot tell for {odd}: not a plain EL kernel release (a variant such as +debug or "
+        "-rt has other package names), so dnf was not asked about it; " + found.message,
         "check the kernel release (`uname -r`, `grubby --default-kernel`) by hand",
         SOURCES,
     )
