@@ -27,19 +27,11 @@ from builder.preflight import repos_route as route_of
 from builder.preflight.host_state import HostState, RepoAnswer
 from builder.preflight.hostio import PROBE_GRACE_S, Output, ReadOnlyHost
 from builder.preflight.model import UpgradePlan
+from builder.preflight.repos_route import DNF_TIMEOUT_S, asked_version
 
-# Seconds dnf may take (at least; --timeout when larger): a metadata refresh of four
-# repositories on a slow mirror takes tens of seconds, more than the 20 s of other probes.
-DNF_TIMEOUT_S = 120
 REPOQUERY_PROBE = "dnf-repoquery"
 MODULES_PROBE = "dnf-modules"
 RESOLVE_PROBE = "dnf-resolve"
-
-
-def asked_version(state: HostState, plan: UpgradePlan) -> str | None:
-    """The driver whose packages are asked for: the target, else what the next boot runs."""
-    version = plan.target or state.next_driver
-    return str(version) if version is not None else None
 
 
 def boot_kernels(state: HostState) -> dict[str, str]:

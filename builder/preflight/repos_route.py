@@ -11,6 +11,16 @@ from builder.host.parsers import Available, rpm_q
 from builder.preflight.host_state import HostState, RepoAnswer
 from builder.preflight.model import UpgradePlan
 
+# Seconds dnf may take (at least; --timeout when larger): a metadata refresh of four
+# repositories on a slow mirror takes tens of seconds, more than the 20 s of other probes.
+DNF_TIMEOUT_S = 120
+
+
+def asked_version(state: HostState, plan: UpgradePlan) -> str | None:
+    """The driver whose packages are asked for: the target, else what the next boot runs."""
+    version = plan.target or state.next_driver
+    return str(version) if version is not None else None
+
 
 @dataclass(frozen=True)
 class Route:

@@ -14,8 +14,16 @@ from builder.judgement.severity import BLOCK, OK, SKIP, WARN
 from builder.preflight.host_state import HostState, RepoAnswer
 from builder.preflight.hostio import Output
 from builder.preflight.model import UpgradePlan
-from builder.preflight.repos_probe import DNF_TIMEOUT_S, asked_version
-from builder.preflight.repos_route import devel, dkms_there, driver_there, flavours, offered, route
+from builder.preflight.repos_route import (
+    DNF_TIMEOUT_S,
+    asked_version,
+    devel,
+    dkms_there,
+    driver_there,
+    flavours,
+    offered,
+    route,
+)
 
 SOURCES = (
     nv_pkgs.PRECOMPILED_KMOD_SOURCE,
