@@ -67,7 +67,9 @@ DESCRIPTION = (
     "disk, modules that pin the driver, MIG, pending memory repairs, Xid errors, a "
     "runfile install and dnf pins. With --target-driver, judge every image (matrix "
     "cells, images/lock.json, the host's podman images) on the current and the target "
-    "driver. --record DIR keeps what the hosts returned; --from DIR judges such records "
+    "driver; with --repos, ask each EL host's dnf whether the driver's packages and its "
+    "kernel module for the running and next-boot kernels install. --record DIR keeps what the "
+    "hosts returned; --from DIR judges such records "
     "offline (a record is untrusted input: checked whole, nothing outside it read). "
     "Each host gets a verdict now and, with --target-driver, one for the plan, which "
     "decides the exit code (a plan that repairs a host passes). The report is a line "
@@ -184,6 +186,14 @@ def _judgement_options(p: argparse.ArgumentParser) -> None:
         "--strict",
         action="store_true",
         help="a driver branch past NVIDIA's end of life blocks (default: it warns)",
+    )
+    p.add_argument(
+        "--repos",
+        action="store_true",
+        help="also ask each EL host's dnf (repoquery, module list, install --assumeno; "
+        "--cacheonly first, else dnf refreshes its metadata cache) whether the driver and its "
+        "kernel module for the running and next-boot kernels install: driver.repos blocks when "
+        "nothing installs it for the next boot's",
     )
 
 
@@ -328,7 +338,7 @@ def run(args: argparse.Namespace) -> int:
     html_path = _html_path(args.html)
     hosts = _targets(args)
     records, notes = ([], []) if args.no_images else _images(args)
-    plan = UpgradePlan(args.target_driver, args.target_module, args.strict)
+    plan = UpgradePlan(args.target_driver, args.target_module, args.strict, args.repos)
     with tempfile.TemporaryDirectory(prefix="trainimg-ssh-") as control:  # mode 0700
         ctx = FleetInputs(
             plan,

@@ -11,7 +11,9 @@ Layout, effects at the edge only:
               this host with them too
   checks/     HostState + UpgradePlan -> one Finding per registered host check (pure), a module
               per domain; each check is `@check(id, "host", reads=...)` (builder.judgement)
-  model       UpgradePlan: the target driver, its kernel-module flavour, --strict
+  model       UpgradePlan: the target driver, its kernel-module flavour, --strict, --repos
+  repos_probe --repos: the host's own dnf asked what installs the driver (after gather's steps);
+              repos_route: which packages that is for a kernel (pure)
   images      matrix cells, images/lock.json, local images -> ImageRecord
   impact      every image on the current and the target driver (pure), `images.impact`: the
               one image x host judgement of builder.judgement.image, laid side by side

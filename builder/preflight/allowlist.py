@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from builder.facts import host as host_rules
+from builder.facts import nvidia_packages as nv_pkgs
+from builder.host.parsers import DNF_REPOQUERY_QF
 
 Arg = str | re.Pattern[str] | frozenset[str]
 
@@ -72,6 +74,42 @@ UNITS = frozenset(
 SYSTEMD_PROPERTIES = "Id,LoadState,ActiveState,UnitFileState"
 XID_PATTERN = "NVRM: Xid"
 _IMAGE_ID = re.compile(r"[0-9a-f]{12,64}")
+
+# `--repos`: what the host's dnf offers of NVIDIA's driver packages (builder/facts/
+# nvidia_packages.py) for a driver version and the boot kernels. Each spec is a fixed name, a
+# validated driver version (digits and dots) and, for kernel-devel, a validated EL kernel
+# release; the kmod globs (`kmod-nvidia-580.95.05-*`) stay words: no shell sees them.
+_DRIVER = r"\d{3,4}\.\d{1,3}(?:\.\d{1,3})?"
+_KERNEL = r"\d+\.\d+\.\d+-\d+(?:\.\d+)*\.el\d+(?:_\d+)?\.(?:x86_64|aarch64)"  # nvidia_packages
+DNF_SPEC = re.compile(
+    "|".join(
+        (
+            f"{re.escape(nv_pkgs.DRIVER_PACKAGE)}-{_DRIVER}",
+            f"kmod-nvidia-(?:open-)?{_DRIVER}-\\*",
+            *(f"{re.escape(name)}-{_DRIVER}" for name in nv_pkgs.DKMS_KMOD.values()),
+            re.escape(nv_pkgs.DKMS_PACKAGE),
+            f"{re.escape(nv_pkgs.KERNEL_DEVEL)}-{_KERNEL}",
+        )
+    )
+)
+# `dnf install --assumeno`: the exact packages repoquery found for a kernel, resolved as a
+# transaction dnf is told not to run (the precompiled kmod by its full name, no glob).
+_KERNEL_BASE = r"\d+\.\d+\.\d+-\d+(?:\.\d+)*"
+DNF_INSTALL_SPEC = re.compile(
+    "|".join(
+        (
+            f"{re.escape(nv_pkgs.DRIVER_PACKAGE)}-{_DRIVER}",
+            f"kmod-nvidia-(?:open-)?{_DRIVER}-{_KERNEL_BASE}",
+            *(f"{re.escape(name)}-{_DRIVER}" for name in nv_pkgs.DKMS_KMOD.values()),
+            re.escape(nv_pkgs.DKMS_PACKAGE),
+            f"{re.escape(nv_pkgs.KERNEL_DEVEL)}-{_KERNEL}",
+        )
+    )
+)
+DNF_INSTALL = ("install", "--assumeno", "--")
+DNF_REPOQUERY = ("repoquery", "--latest-limit", "1", "--qf", DNF_REPOQUERY_QF, "--")
+DNF_MODULE_LIST = ("module", "list", "--", nv_pkgs.MODULE)
+DNF_SPECS_MAX = 12
 
 
 @dataclass(frozen=True)
@@ -175,6 +213,32 @@ ALLOWED: tuple[Shape, ...] = (
         "lspci",
         ("-nnk", "-d", "10de:"),
         why="lists NVIDIA PCI devices and the driver bound to each (no driver needed)",
+    ),
+    *(
+        Shape(
+            "dnf",
+            (*cache, *DNF_REPOQUERY),
+            DNF_SPEC,
+            1,
+            DNF_SPECS_MAX,
+            why="lists what the repositories offer (repoquery installs nothing)",
+        )
+        for cache in (("-q", "--cacheonly"), ("-q",))
+    ),
+    *(
+        Shape("dnf", (*cache, *DNF_MODULE_LIST), why="lists the module's streams (changes none)")
+        for cache in (("-q", "--cacheonly"), ("-q",))
+    ),
+    *(
+        Shape(
+            "dnf",
+            (*cache, *DNF_INSTALL),
+            DNF_INSTALL_SPEC,
+            1,
+            4,
+            why="resolves a transaction and answers no to it (--assumeno: nothing is installed)",
+        )
+        for cache in (("-q", "--cacheonly"), ("-q",))
     ),
     Shape(
         "df",

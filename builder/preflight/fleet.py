@@ -139,7 +139,7 @@ def judge_state(state: HostState, ctx: FleetInputs) -> HostReport:
     judges the plan's driver where the plan changes what it looks at)."""
     records, notes = _images(state, ctx)
     gpus = _judged_gpus(state)
-    now_plan = UpgradePlan(None, None, ctx.plan.strict)
+    now_plan = UpgradePlan(None, None, ctx.plan.strict, ctx.plan.repos)
     now_rows = impact(records, gpus, driver_now(state), None, ctx.today)
     now_checks = run_checks(state, now_plan, ctx.today)
     now_checks.append(impact_check(now_rows, None, notes))
@@ -193,7 +193,7 @@ def preflight_host(target: Target, ctx: FleetInputs, connect_fn: Connect = conne
             )
         else:
             host = connect_fn(target.spec)
-        state = gather(host, images=ctx.local_images)
+        state = gather(host, images=ctx.local_images, repos=ctx.plan if ctx.plan.repos else None)
         state.name = target.name
         if ctx.record_dir is not None:
             write_record(

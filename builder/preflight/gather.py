@@ -8,6 +8,7 @@ exactly what was missing.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 
@@ -18,6 +19,8 @@ from builder.preflight import allowlist
 from builder.preflight.host_gpus import merged_gpus
 from builder.preflight.host_state import HostState
 from builder.preflight.hostio import HostUnreachable, Output, ReadOnlyHost
+from builder.preflight.model import UpgradePlan
+from builder.preflight.repos_probe import repos_step
 
 
 def _listing(host: ReadOnlyHost, state: HostState) -> dict[str, list[str]]:
@@ -40,10 +43,13 @@ def _exists(host: ReadOnlyHost, paths: list[str]) -> tuple[set[str], Output]:
 Step = Callable[[ReadOnlyHost, "HostState"], None]
 
 
-def gather(host: ReadOnlyHost, *, images: bool = True) -> HostState:
+def gather(
+    host: ReadOnlyHost, *, images: bool = True, repos: UpgradePlan | None = None
+) -> HostState:
     """Every probe, in order; raises HostUnreachable when the first one cannot get through.
     Each step runs isolated: an exception inside one (an odd file, a parser meeting something
-    new) is kept as that step's error and the others still run (TRAINIMG_DEBUG=1 raises it)."""
+    new) is kept as that step's error and the others still run (TRAINIMG_DEBUG=1 raises it).
+    With `repos` (--repos), the host's dnf is asked what it offers for that plan's driver."""
     state = HostState(host.name)
     o = state.outputs
     o["uname"] = host.reach()
@@ -51,15 +57,22 @@ def gather(host: ReadOnlyHost, *, images: bool = True) -> HostState:
     for name, step in STEPS:
         if name == "images" and not (images and state.podman_version is not None):
             continue
-        try:
-            step(host, state)
-        except HostUnreachable:
-            raise
-        except Exception as exc:
-            if os.environ.get("TRAINIMG_DEBUG"):
-                raise
-            state.errors[name] = f"{type(exc).__name__}: {exc}"
+        _isolated(name, functools.partial(step, host, state), state)
+    if repos is not None:  # after the packages and kernels it asks about
+        _isolated(REPOS_STEP, lambda: repos_step(host, state, repos), state)
     return state
+
+
+def _isolated(name: str, run: Callable[[], None], state: HostState) -> None:
+    """One step; its exception is kept as that step's error (HostUnreachable goes up)."""
+    try:
+        run()
+    except HostUnreachable:
+        raise
+    except Exception as exc:
+        if os.environ.get("TRAINIMG_DEBUG"):
+            raise
+        state.errors[name] = f"{type(exc).__name__}: {exc}"
 
 
 def _os(host: ReadOnlyHost, state: HostState) -> None:
@@ -208,6 +221,8 @@ def _disk_step(host: ReadOnlyHost, state: HostState) -> None:
 
 
 # (name, step): the name keys HostState.errors; checks.STEP_OF says which checks read which.
+# REPOS_STEP runs after them, only with --repos (it needs the plan: repos_probe.repos_step).
+REPOS_STEP = "repos"
 STEPS: tuple[tuple[str, Step], ...] = (
     ("os", _os),
     ("packages", _packages),

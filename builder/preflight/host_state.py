@@ -14,6 +14,22 @@ from builder.preflight.hostio import Output
 
 
 @dataclass
+class RepoAnswer:
+    """What the host's dnf offers for a driver version and the boot kernels (`--repos`)."""
+
+    version: str  # the driver asked for
+    kernels: dict[str, str]  # boot kernel -> its role (running, next boot, running + next boot)
+    refused: list[str] = field(default_factory=list)  # kernels not EL releases: never asked
+    available: list[parsers.Available] = field(default_factory=list)
+    streams: list[str] | None = None  # nvidia-driver streams; None: not listed
+    cache: str = "cache"  # cache: dnf answered from its metadata cache; refreshed: it refreshed
+    query: str = ""  # the outputs key of the repoquery that answered
+    timeout_s: int = 0  # the seconds dnf was given
+    resolved: dict[str, str] = field(default_factory=dict)  # kernel -> its install's outputs key
+    note: str = ""  # why dnf was not (fully) asked
+
+
+@dataclass
 class HostState:
     name: str
     outputs: dict[str, Output] = field(default_factory=dict)
@@ -56,6 +72,7 @@ class HostState:
     xids: list[parsers.Xid] | None = None  # None: the kernel log could not be read
     runfile: list[str] = field(default_factory=list)  # a runfile install's traces that exist
     dnf_pins: list[str] | None = None  # None: not an EL host
+    repos: RepoAnswer | None = None  # --repos: what dnf offers (None: not asked)
     errors: dict[str, str] = field(default_factory=dict)  # gather step -> its exception
     podman_store_note: str = ""  # why podman's images were not listed (no store: never ran)
 

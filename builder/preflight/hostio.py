@@ -132,9 +132,9 @@ class ReadOnlyHost:
             return "no probe answered"
         return f"{len(self.log)} probe(s) answered, the last `{self.log[-1].short}`"
 
-    def _wait(self, argv: tuple[str, ...]) -> float:
+    def _wait(self, argv: tuple[str, ...], timeout: int) -> float:
         """Seconds this probe may take on this side; raises once the host's deadline passed."""
-        wait = float(self.timeout + PROBE_GRACE_S)
+        wait = float(timeout + PROBE_GRACE_S)
         if self.deadline is None:
             return wait
         left = self.deadline - time.monotonic()
@@ -145,9 +145,11 @@ class ReadOnlyHost:
             )
         return min(wait, left)
 
-    def run(self, *argv: str) -> Output:
-        line = allowlist.probe_line(argv, self.timeout)
-        wait = self._wait(argv)
+    def run(self, *argv: str, timeout: int | None = None) -> Output:
+        """One allowed probe under `timeout -k 5 S` (S: `timeout`, default the host's)."""
+        seconds = self.timeout if timeout is None else timeout
+        line = allowlist.probe_line(argv, seconds)
+        wait = self._wait(argv, seconds)
         try:
             result = self.host.run(line, timeout=wait) if self.bounded else self.host.run(line)
         except ProbeTimeout as exc:

@@ -1,5 +1,5 @@
 """The upgrade plan every host check and the image impact judge against (what `--target-driver`,
-`--target-module` and `--strict` ask)."""
+`--target-module`, `--strict` and `--repos` ask)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ class UpgradePlan:
     target: DriverVersion | None = None
     target_module: str | None = None  # open | proprietary, as asked; None: keep/derive
     strict: bool = False  # --strict: a driver branch past its end of life blocks
+    repos: bool = False  # --repos: ask the host's dnf what installs the driver's packages
 
     def flavour(self, state: HostState) -> str | None:
         """The kernel-module flavour the upgrade installs: asked, else the only one the branch

@@ -19,7 +19,7 @@ from tests.preflight.fakehost import HOSTS
 READ_ONLY_PROGRAMS = {
     "cat", "ls", "uname", "grubby", "rpm", "dkms", "mokutil", "nvidia-smi", "nvidia-ctk",
     "nv-fabricmanager", "lsmod", "modinfo", "systemctl", "podman", "getenforce", "df", "lspci",
-    "journalctl", "id", "printenv",
+    "journalctl", "id", "printenv", "dnf",
 }  # fmt: skip
 
 
@@ -33,6 +33,19 @@ def test_the_allow_list_names_only_read_only_programs() -> None:
     [
         ("rm", "-rf", "/"),
         ("dnf", "install", "-y", "nvidia-driver"),
+        ("dnf", "install", "--assumeno", "nvidia-driver"),
+        ("dnf", "-q", "--cacheonly", *allowlist.DNF_REPOQUERY),  # no spec
+        ("dnf", "-q", "--cacheonly", *allowlist.DNF_REPOQUERY, "kmod-nvidia-*"),  # any kmod
+        ("dnf", "-q", "--cacheonly", *allowlist.DNF_REPOQUERY, "nvidia-driver-580.95.05;reboot"),
+        ("dnf", "-q", *allowlist.DNF_REPOQUERY, "kernel-devel-$(reboot).el9.x86_64"),
+        ("dnf", "-q", *allowlist.DNF_REPOQUERY, "kernel-devel-5.14.0-1.el9.x86_64 x"),
+        ("dnf", "-q", *allowlist.DNF_REPOQUERY, "--setopt=reposdir=/tmp", "dkms"),
+        ("dnf", "-q", "--installroot=/tmp", *allowlist.DNF_REPOQUERY, "dkms"),
+        ("dnf", "-q", "--refresh", *allowlist.DNF_REPOQUERY, "dkms"),
+        ("dnf", "-q", *allowlist.DNF_REPOQUERY, *["dkms"] * (allowlist.DNF_SPECS_MAX + 1)),
+        ("dnf", "-q", "module", "enable", "nvidia-driver:580-open"),
+        ("dnf", "-q", "module", "list", "--", "kernel"),
+        ("dnf", "makecache"),
         ("modprobe", "nvidia"),
         ("rmmod", "nouveau"),
         ("systemctl", "restart", "nvidia-fabricmanager"),

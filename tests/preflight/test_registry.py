@@ -12,7 +12,7 @@ from builder.cli import build_parser
 from builder.judgement.registry import ids, registered
 from builder.preflight import checks
 from builder.preflight.checks.reach import REACH_ID
-from builder.preflight.gather import STEPS
+from builder.preflight.gather import REPOS_STEP, STEPS
 from builder.preflight.impact import IMPACT_ID
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "preflight.md"
@@ -45,7 +45,7 @@ def test_the_id_list_is_the_registry_s() -> None:
 
 
 def test_every_host_check_names_the_gather_steps_it_reads() -> None:
-    steps = {name for name, _ in STEPS}
+    steps = {name for name, _ in STEPS} | {REPOS_STEP}
     for r in registered("host"):
         if r.id == REACH_ID:
             assert r.reads == ()  # judged from the connection, before any step runs

@@ -1,7 +1,7 @@
 """Parsers for every output preflight reads from a host (pure: text in, typed facts out), one
 module per source: system (os-release, systemd, df), kernel (the module, lsmod, lspci,
-modprobe.d, Xid), nvidia_smi, packages (dkms, rpm, dnf pins), secureboot (mokutil), cdi
-(nvidia-ctk and its specs), podman; safe_yaml reads YAML.
+modprobe.d, Xid), nvidia_smi, packages (dkms, rpm, dnf pins), dnf (repoquery, module list),
+secureboot (mokutil), cdi (nvidia-ctk and its specs), podman; safe_yaml reads YAML.
 
 Each parser accepts exactly what the tool prints (formats noted per function, with where they
 come from) and returns None or an empty result for text it does not recognise, never raising
@@ -12,6 +12,15 @@ This package re-exports them, so a caller names `parsers.smi_q` without knowing 
 from __future__ import annotations
 
 from builder.host.parsers.cdi import CdiSpec, cdi_spec, ctk_version, existing_paths, ls_dirs
+from builder.host.parsers.dnf import (
+    DNF_REPOQUERY_QF,
+    Available,
+    DnfResolution,
+    dnf_assumeno,
+    dnf_module_streams,
+    dnf_no_cache,
+    dnf_repoquery,
+)
 from builder.host.parsers.kernel import (
     Blacklist,
     KernelModule,
@@ -73,11 +82,14 @@ from builder.host.parsers.system import (
 )
 
 __all__ = [
+    "DNF_REPOQUERY_QF",
+    "Available",
     "Blacklist",
     "CdiSpec",
     "DiskFree",
     "DkmsEntry",
     "DkmsStatus",
+    "DnfResolution",
     "GpuProcess",
     "KernelModule",
     "LocalImage",
@@ -94,8 +106,12 @@ __all__ = [
     "ctk_version",
     "df_p",
     "dkms_status",
+    "dnf_assumeno",
     "dnf_conf_subset",
+    "dnf_module_streams",
+    "dnf_no_cache",
     "dnf_pins",
+    "dnf_repoquery",
     "existing_paths",
     "fm_version",
     "getenforce",

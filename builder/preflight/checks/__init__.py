@@ -36,6 +36,7 @@ _DOMAINS = (
     "processes",
     "disk",
     "admin",
+    "repos",
 )
 for _module in _DOMAINS:
     importlib.import_module(f"{__name__}.{_module}")

@@ -240,7 +240,7 @@ def _kernel_module(
         return False, (
             f"{kernel} ({role}): precompiled modules: the upgrade installs the "
             f"kmod-nvidia package of {version} for it (its availability for this kernel is "
-            "the repository's, not checked here)"
+            "the repository's: driver.repos checks it with --repos)"
         )
     if plan.target is not None and state.family != "el" and dkms_ok:
         headers = host_rules.KERNEL_HEADERS_PACKAGE.get(state.family or "", "")
