@@ -58,6 +58,7 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, 
 
 def repos_check(doc: dict[str, Any]) -> dict[str, Any]:
     (found,) = [c for c in doc["hosts"][0]["checks"] if c["id"] == "driver.repos"]
+    assert isinstance(found, dict)
     return found
 
 
