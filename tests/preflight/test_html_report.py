@@ -91,6 +91,7 @@ def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.integration  # a browser: three Chromium starts
 def test_a_browser_renders_the_counts_and_filters_the_hosts(
     fleet: list[HostReport], tmp_path: Path
 ) -> None:
