@@ -83,23 +83,37 @@ def _lib_version_go(tag: str) -> Source:
 @dataclass(frozen=True)
 class EngineCdi:
     """From `engine` `min_version` on, the vendored CDI library `library` parses spec versions
-    up to `newest_spec`."""
+    up to `newest_spec`; with `refuses_older_than_fields`, it also refuses a spec whose
+    `cdiVersion` is older than a field it uses needs (its validateVersion compares the two)."""
 
     engine: str
     min_version: Version
     library: str
     newest_spec: Version
     sources: tuple[Source, ...]
+    refuses_older_than_fields: bool = True
 
 
+# Measured on this project's Debian 12 machine (podman 4.3.1+ds1-8+deb12u1, `podman run
+# --device nvidia.com/gpu=0` of an image of one static binary, the spec alone in a private /run/cdi
+# under `unshare --mount`: podman 4.3 reads no other spec directory), by
+# tests/preflight/test_cdi_podman.py: a 0.5.0 spec's device runs; 0.6.0 and 0.7.0 specs, and an
+# `additionalGids` edit, fail ("unresolvable CDI devices": the spec is skipped); a 0.4.0 spec
+# that uses a 0.5.0 name form (a device named "0") runs: this library does not refuse a spec
+# older than its fields (row 4.3.0; 4.1.0's older library is taken to behave alike).
+DEBIAN12_PODMAN_MEASURED = Source(
+    "measured: Debian 12 podman 4.3.1+ds1-8+deb12u1, CDI 0.4.0-0.7.0 specs "
+    f"(tests/preflight/test_cdi_podman.py, {READ})"
+)
 # Oldest first: the first podman release of each CDI library generation (podman's go.mod at
 # that tag; every later release vendors the same or a newer library). 4.0.x vendored a
 # pre-release snapshot and has no native `--device` CDI (PODMAN_CDI_MIN in host.py).
 PODMAN_CDI: tuple[EngineCdi, ...] = (
     EngineCdi("podman", Version("4.1.0"), "v0.4.0", Version("0.4.0"),
-              (_podman_go_mod("v4.1.0", "v0.4.0"), _lib_version_go("v0.4.0"))),
+              (_podman_go_mod("v4.1.0", "v0.4.0"), _lib_version_go("v0.4.0")), False),
     EngineCdi("podman", Version("4.3.0"), "v0.5.2", Version("0.5.0"),
-              (_podman_go_mod("v4.3.0", "v0.5.2"), _lib_version_go("v0.5.2"))),
+              (_podman_go_mod("v4.3.0", "v0.5.2"), _lib_version_go("v0.5.2"),
+               DEBIAN12_PODMAN_MEASURED), False),
     EngineCdi("podman", Version("4.7.0"), "v0.6.1", Version("0.6.0"),
               (_podman_go_mod("v4.7.0", "v0.6.1"), _lib_version_go("v0.6.1"))),
     EngineCdi("podman", Version("5.1.0"), "v0.7.2", Version("0.7.0"),
@@ -117,14 +131,6 @@ PODMAN_NEWEST_READ = Version("5.8.2")
 TOOLKIT_0_7_0_REPORTS = Source(
     "https://github.com/NVIDIA/nvidia-container-toolkit/issues/1860; "
     "https://github.com/NVIDIA/nvidia-container-toolkit/issues/1940"
-)
-# Measured by hand on this project's Debian 12 machine (podman 4.3.1+ds1-8+deb12u1, `podman run
-# --device vendor.com/dev=x` of a tiny imported image, the spec in a private /etc/cdi under
-# `unshare --mount`: podman 4.3 ignores containers.conf's cdi_spec_dirs): a 0.5.0 spec's device
-# runs; 0.6.0 / 0.7.0 fail ("invalid version"), an `additionalGids` edit fails ("json: unknown
-# field"): as the 4.3.0 row says. Not yet an automated test (docs/preflight.md, not covered).
-DEBIAN12_PODMAN_MEASURED = Source(
-    f"measured by hand: Debian 12 podman 4.3.1+ds1-8+deb12u1 and CDI 0.5.0/0.6.0/0.7.0 ({READ})"
 )
 # 1.19.1+ sets `cdiVersion` to the minimum its content needs (pkg/nvcdi/spec/
 # set-minimum-version.go); `--feature-flag=no-additional-gids-for-device-nodes` (from 1.19.1)

@@ -288,11 +288,12 @@ def _engine_parses(spec: CdiSpec, state: HostState, refreshed: bool) -> tuple[st
         )
     needs = {f: cdiv.field_version(f) for f in spec.fields_used}
     need = max([declared, *needs.values()])
-    if need > declared:
+    if need > declared and row.refuses_older_than_fields:
         return (
             f"{spec.path} says cdiVersion {declared} but uses "
             + ", ".join(f"{f} (CDI {v})" for f, v in needs.items() if v > declared)
-            + ": CDI libraries refuse a spec older than its fields",
+            + f": podman {podman}'s CDI library {row.library} refuses a spec older than its "
+            "fields",
             f"regenerate the spec: {_regen(spec, refreshed)}",
         )
     if need <= row.newest_spec:
