@@ -6,7 +6,8 @@ scheme (--url, CONTAINER_HOST, DOCKER_HOST), a bad $TRAINIMG_ENGINE, -o/--proven
 place that cannot be written (/sys refuses even root; a file where a directory should be; a
 directory; a device), --dest an existing file, a full filesystem (a 4 KiB tmpfs, when this
 machine lets root mount one), a matrix or lock file that is missing, a directory or broken,
-a bad date and an unknown cell."""
+a bad date and an unknown cell; preflight's numbers, driver versions, inventories, records and
+--html file, compat's driver, attestation keys, run's GPUs and timeouts, completion's shell."""
 
 from __future__ import annotations
 
@@ -229,6 +230,80 @@ for cmd in [
     )
 
 
+# preflight: its numbers, versions, files and outputs; one value each, named in the message
+PF = ("preflight", "--from", "{tmp}")
+INV = ("preflight", "--inventory", "{tmp}/inv.ini")
+for what, args, says in [
+    ("html-no-directory", ("--html", "{tmp}/no/r.html"), "--html {tmp}/no/r.html: no directory"),
+    ("html-a-directory", ("--html", "{tmp}/dir"), "--html {tmp}/dir: is a directory"),
+    ("timeout-not-a-number", ("--timeout", "abc"), "--timeout: not a timeout: 'abc'"),
+    ("timeout-negative", ("--timeout", "-3"), "--timeout: not a timeout: '-3'"),
+    ("host-timeout-zero", ("--host-timeout", "0"), "--host-timeout: not a number from 1"),
+    ("connect-timeout-zero", ("--connect-timeout", "0"), "--connect-timeout: not a number"),
+    ("alive-count-negative", ("--server-alive-count-max", "-1"), "'-1'"),
+    ("alive-interval-word", ("--server-alive-interval", "abc"), "'abc'"),
+    ("target-driver-bad", ("--target-driver", "580.x"), "not a driver version: '580.x'"),
+    ("target-module-typo", ("--target-module", "weird"), "invalid choice: 'weird'"),
+    ("jobs-zero", ("--jobs", "0"), "not a job count: '0'"),
+    ("bad-today", ("--today", "2026-02-30"), "not a date '2026-02-30'"),
+    ("from-with-record", ("--record", "{tmp}/rec"), "--from judges recorded hosts"),
+]:
+    CASES[f"preflight-{what}"] = case(*PF, *args, says=says)
+CASES |= {
+    "preflight-from-missing": case(
+        "preflight", "--from", "{tmp}/nope", says="{tmp}/nope: no such record directory"
+    ),
+    "preflight-inventory-missing": case(
+        *INV[:2], "{tmp}/nope.ini", says="{tmp}/nope.ini: cannot read the inventory"
+    ),
+    "preflight-inventory-broken": case(*INV[:2], "{tmp}/file.txt", says="{tmp}/file.txt:1"),
+    "preflight-ssh-config-missing": case(
+        *INV, "--ssh-config", "{tmp}/nope.conf", says="--ssh-config {tmp}/nope.conf: no such"
+    ),
+    "preflight-limit-matches-nothing": case(
+        *INV, "--limit", "node[a:zz]", says="--limit 'node[a:zz]': 'node[a:zz]' matches no"
+    ),
+    "compat-driver-not-a-version": case(
+        "compat", CELL, *M, "--driver", "abc", says="not a driver version: 'abc'"
+    ),
+    "compat-driver-branch-only": case(
+        "compat", CELL, *M, "--driver", "570", says="not a driver version: '570'"
+    ),
+    "attestations-key-missing": case(
+        "attestations",
+        "localhost/x:1",
+        "--key",
+        "{tmp}/nope.pub",
+        says="{tmp}/nope.pub: not a PEM public key",
+    ),
+    "attestations-key-not-pem": case(
+        "attestations",
+        "localhost/x:1",
+        "--key",
+        "{tmp}/file.txt",
+        says="{tmp}/file.txt: not a PEM public key",
+    ),
+    "push-attest-key-without-sign": case(
+        "push",
+        CELL,
+        *M,
+        "--registry",
+        "127.0.0.1:5/r",
+        "--attest-key",
+        "{tmp}/k",
+        says="--attest-key is used only with --sign",
+    ),
+    "run-gpus-nonsense": case("run", CELL, *M, "--gpus", "nonsense", says="--gpus 'nonsense'"),
+    "run-stop-timeout-negative": case(
+        "run", CELL, *M, "--stop-timeout", "-1", says="--stop-timeout -1: expected seconds"
+    ),
+    "completion-unknown-shell": case("completion", "tcsh", says="tcsh: name one shell"),
+    "facts-refresh-bad-today": case(
+        "facts", "refresh", "--today", "2026-13-40", says="not a date '2026-13-40'"
+    ),
+}
+
+
 @pytest.fixture(scope="module")
 def full_fs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path | None]:
     """An 8 KiB tmpfs: `full/` of it filled to the last byte by `filler`, except that removing
@@ -276,6 +351,7 @@ def test_bad_input(
     (tmp_path / "file.txt").write_text("{not a lock\n")
     (tmp_path / "broken.yaml").write_text("project: [unclosed\n")
     (tmp_path / "key.asc").write_text("-----BEGIN PGP PUBLIC KEY BLOCK-----\n")
+    (tmp_path / "inv.ini").write_text("[gpu]\nnode1\n")
     for var in ("CONTAINER_HOST", "DOCKER_HOST", "TRAINIMG_ENGINE"):
         monkeypatch.delenv(var, raising=False)
     for key, value in c.env.items():
