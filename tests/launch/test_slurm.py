@@ -119,7 +119,12 @@ echo "scancel $*" >> "$FAKE_DIR/scontrol.log"
     "scontrol": """#!/bin/bash
 case "$1 $2" in
 "show hostnames") printf 'node0\\nnode1\\n' ;;
-"show node") echo "NodeName=$3 Arch=x86_64 NodeAddr=10.9.0.1${3#node} NodeHostName=$3" ;;
+"show node")
+    echo "NodeName=$3 Arch=x86_64 NodeAddr=10.9.0.1${3#node} NodeHostName=$3"
+    script="$(awk '{print $4}' "/proc/$PPID/stat")"  # node_addr's $(...), in the script
+    if [ -n "${FAKE_TERM_EARLY:-}" ] && grep -q job.sbatch "/proc/$script/cmdline"; then
+        kill -TERM "$script"  # Slurm's SIGTERM before the job step exists
+    fi ;;
 "requeue "*) echo "requeue $2" >> "$FAKE_DIR/scontrol.log" ;;
 esac
 """,
@@ -340,6 +345,15 @@ def test_a_stop_requeues_only_with_a_new_checkpoint_and_within_the_cap(tmp_path:
     for trainer_code in ("0", "2", "3", "4"):
         code, _, err = _run_script(tmp_path, job, **ckpt | {"FAKE_EXIT": trainer_code})
         assert code == int(trainer_code) and not _requeued(tmp_path), err
+
+
+def test_a_sigterm_before_the_job_step_started_saves_nothing_and_starts_nothing(
+    tmp_path: Path,
+) -> None:
+    code, words, err = _run_script(tmp_path, _stop_job(tmp_path), FAKE_TERM_EARLY="1")
+    assert code == 4 and words == [] and not (tmp_path / "srun.args").exists(), err
+    assert "stopped before the job step started: nothing saved (exit 4)" in err
+    assert not _requeued(tmp_path)
 
 
 def test_without_a_checkpoint_dir_the_job_never_requeues(tmp_path: Path) -> None:
