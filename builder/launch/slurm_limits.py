@@ -19,7 +19,7 @@ DEFAULT_MAX_RESTARTS = 3
 # stop left no checkpoint newer than the one the job started from
 EXIT_STOPPED_UNSAVED = 4
 MAX_SIGNAL_TIME = 65535  # sbatch --signal: "sig_time must be an integer between 0 and 65535"
-UNLIMITED = ("UNLIMITED", "INFINITE")
+NO_TIME_LIMIT = ("UNLIMITED", "INFINITE")
 _FORMS = "MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (0 or UNLIMITED: none)"
 _DAYS = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?::(\d+))?$")
 _CLOCK = re.compile(r"^(\d+)(?::(\d+))?(?::(\d+))?$")
@@ -40,7 +40,7 @@ def _sixty(text: str, *fields: str | None) -> list[int]:
 def time_limit_seconds(text: str) -> int | None:
     """--time as seconds; None for no limit (0, UNLIMITED, INFINITE). LaunchError naming the
     forms sbatch takes for anything else."""
-    if text.upper() in UNLIMITED:
+    if text.upper() in NO_TIME_LIMIT:
         return None
     days = _DAYS.match(text)
     if days:

@@ -209,10 +209,11 @@ def test_a_two_node_job_trains_like_one_process(
 
 def _running(local_podman: Any) -> list[str]:
     """The names of the running containers of trainimg jobs."""
-    return local_podman.podman(
+    names: str = local_podman.podman(
         "ps", "--filter", f"label={RUN_LABEL}", "--filter", "status=running", "--format",
         "{{.Names}}",
-    ).split()  # fmt: skip
+    )  # fmt: skip
+    return names.split()
 
 
 def test_a_job_stopped_before_its_first_step_saves_nothing_and_is_not_requeued(
