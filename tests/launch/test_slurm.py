@@ -140,6 +140,10 @@ if [ -n "${FAKE_TERM:-}" ]; then
     kill -TERM "$(awk '{print $4}' "/proc/$PPID/stat")"  # run_node's parent: the script
     sleep 0.3
 fi
+if [ -n "${FAKE_TERM_NODE:-}" ]; then
+    kill -TERM "$PPID"  # the node's shell, as Slurm signals the whole step
+    sleep 0.3
+fi
 if [ -n "${FAKE_SAVE:-}" ]; then
     mkdir -p "$FAKE_CKPT/step_$FAKE_SAVE" && touch "$FAKE_CKPT/step_$FAKE_SAVE/meta.json"
 fi
@@ -385,6 +389,13 @@ def test_each_container_is_named_by_job_step_node_and_restart_and_removed(tmp_pa
         calls = (tmp_path / "podman.calls").read_text().splitlines()
         assert calls == [f"rm --force --ignore --time 0 {name}"], calls
         (tmp_path / "podman.calls").unlink()
+    # a stop before the trainer could answer it (podman's own exit code): nothing saved
+    code, _, err = _run_script(tmp_path, job, FAKE_TERM_NODE="1", FAKE_EXIT="125")
+    assert code == 4 and "podman exited 125 on the stop" in err, err
+    removed = (tmp_path / "podman.calls").read_text()
+    assert "rm --force --ignore --time 0 trainimg-77-0-1-r0" in removed
+    code, _, err = _run_script(tmp_path, job, FAKE_EXIT="125")  # no stop: podman's code
+    assert code == 125 and "on the stop" not in err, err
     # a graceful 143 on one node must not get the other node's podman SIGKILLed
     srun = (tmp_path / "srun.args").read_text().splitlines()
     assert "--kill-on-bad-exit=0" in srun and "--kill-on-bad-exit=1" not in srun
