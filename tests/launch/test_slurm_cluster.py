@@ -18,8 +18,10 @@ link, daemon.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -30,6 +32,7 @@ from typing import Any
 import pytest
 
 from builder import cli
+from builder.engines.base import EngineError
 from builder.spec.labels import RUN_LABEL
 from tests.launch.conftest import REPO, losses, shared_dir
 from tests.launch.slurm_cluster import SlurmCluster, missing_tools
@@ -216,6 +219,28 @@ def _running(local_podman: Any) -> list[str]:
     return names.split()
 
 
+def _catches_sigterm(pid: int) -> bool:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+    return False
+
+
+def _launchers_listen(local_podman: Any, names: list[str]) -> bool:
+    """Each container's init (the launcher as pid 1) and the launcher it forked handle SIGTERM:
+    until then the kernel drops a SIGTERM to the container's pid 1, and the stop is lost."""
+    with contextlib.suppress(OSError, ValueError, EngineError):  # gone, or not started yet
+        for name in names:
+            pid = int(local_podman.podman("inspect", "--format", "{{.State.Pid}}", name))
+            children = [
+                int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            ]
+            if not (children and all(_catches_sigterm(p) for p in [pid, *children])):
+                return False
+        return True
+    return False
+
+
 def test_a_job_stopped_before_its_first_step_saves_nothing_and_is_not_requeued(
     cluster: SlurmCluster, pushed: str, local_podman: Any, tmp_path: Path
 ) -> None:
@@ -233,7 +258,10 @@ def test_a_job_stopped_before_its_first_step_saves_nothing_and_is_not_requeued(
     env = _job_env(cluster, local_podman, pushed.split("/", 1)[0])
     job = cluster.ctl("sbatch", "--parsable", "-o", str(out), str(script), env=env).stdout.strip()
     deadline = time.monotonic() + 120
-    while len(_running(local_podman)) < 2:  # both containers up: their launchers are starting
+    # both containers up, their launchers listening and importing torch: no worker yet
+    while len(_running(local_podman)) < 2 or not _launchers_listen(
+        local_podman, _running(local_podman)
+    ):
         info = cluster.job(job)
         if info["JobState"] not in {"PENDING", "CONFIGURING", "RUNNING"} or (
             time.monotonic() > deadline
