@@ -25,6 +25,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,12 @@ class SlurmCluster:
     subnet: str = ""
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     netns: list[str] = field(default_factory=list)
+    # what a job's user must reach - slurm.conf, munge's socket, slurmd's spool (each job's copy
+    # of its script) - in a directory anyone may read: the test's tmp directory is root's alone
+    # (0700), and a job may run as another user
+    public: Path = field(
+        default_factory=lambda: Path(tempfile.mkdtemp(prefix="h22-public-", dir="/tmp"))
+    )
 
     @property
     def name(self) -> str:
@@ -81,7 +88,7 @@ class SlurmCluster:
 
     @property
     def conf(self) -> Path:
-        return self.root / "slurm.conf"
+        return self.public / "slurm.conf"
 
     def env(self) -> dict[str, str]:
         return {"SLURM_CONF": str(self.conf)}
@@ -138,19 +145,21 @@ class SlurmCluster:
         _run("ip", "link", "set", self.name, "up")
 
     def _munge(self) -> None:
+        self.public.chmod(0o755)
         d = self.root / "munge"
         d.mkdir(mode=0o700, exist_ok=True)
         key = d / "munge.key"
         key.write_bytes(secrets.token_bytes(1024))
         key.chmod(0o400)
         self.procs["munged"] = subprocess.Popen(
-            ["munged", "--foreground", "--force", f"--key-file={key}", f"--socket={d}/socket",
-             f"--pid-file={d}/pid", f"--log-file={d}/log", f"--seed-file={d}/seed"],
+            ["munged", "--foreground", "--force", f"--key-file={key}",
+             f"--socket={self.public}/munge.socket", f"--pid-file={d}/pid",
+             f"--log-file={d}/log", f"--seed-file={d}/seed"],
             stdout=subprocess.DEVNULL, stderr=(self.root / "munged.err").open("ab"),
             start_new_session=True,
         )  # fmt: skip
         deadline = time.monotonic() + 10
-        while not (d / "socket").exists():
+        while not (self.public / "munge.socket").exists():
             if self.procs["munged"].poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"munged did not start; see {self.root / 'munged.err'}")
             time.sleep(0.05)
@@ -158,7 +167,7 @@ class SlurmCluster:
     def _write_conf(self) -> None:
         r = self.root
         (r / "state").mkdir(exist_ok=True)
-        (r / "spool").mkdir(exist_ok=True)
+        (self.public / "spool").mkdir(exist_ok=True)
         nodes = "\n".join(
             f"NodeName={n} NodeAddr={self.node_addr(i)} CPUs=2 RealMemory=2000 State=UNKNOWN"
             for i, n in enumerate(self.nodes)
@@ -170,10 +179,10 @@ SlurmUser=root
 SlurmctldPort={SLURMCTLD_PORT}
 SlurmdPort={SLURMD_PORT}
 AuthType=auth/munge
-AuthInfo=socket={r}/munge/socket,cred_expire=30
+AuthInfo=socket={self.public}/munge.socket,cred_expire=30
 CredType=cred/munge
 StateSaveLocation={r}/state
-SlurmdSpoolDir={r}/spool/%n
+SlurmdSpoolDir={self.public}/spool/%n
 SlurmctldPidFile={r}/slurmctld.pid
 SlurmdPidFile={r}/slurmd-%n.pid
 SlurmctldLogFile={r}/slurmctld.log
@@ -262,6 +271,7 @@ PartitionName={self.name} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
                     with contextlib.suppress(ProcessLookupError, ValueError):
                         os.kill(int(pid), signal.SIGKILL)
             _run("ip", "netns", "del", ns, check=False)
+        shutil.rmtree(self.public, ignore_errors=True)
         listed = _run("ip", "netns", "list").stdout
         left += [f"netns {ns}" for ns in self.netns if ns in listed.split()]
         if _run("ip", "link", "show", self.name, check=False).returncode == 0:

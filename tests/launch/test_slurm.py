@@ -131,6 +131,10 @@ esac
     # podman: record `run`'s words (and every other call); as Slurm's SIGTERM would, signal the
     # batch script ($FAKE_TERM), write a checkpoint ($FAKE_SAVE: its step), exit $FAKE_EXIT
     "podman": """#!/bin/bash
+if [ "$1" = info ]; then
+    echo "${FAKE_GRAPHROOT:-/var/tmp/store}"
+    exit 0
+fi
 if [ "$1" != run ]; then
     echo "$*" >> "$FAKE_DIR/podman.calls"
     exit 0
@@ -150,7 +154,15 @@ fi
 exit "${FAKE_EXIT:-0}"
 """,
     "id": """#!/bin/bash
-case "$1" in -u) echo "$FAKE_UID" ;; -g) echo "$FAKE_GID" ;; esac
+case "$1" in -u) echo "$FAKE_UID" ;; -g) echo "$FAKE_GID" ;; -un) echo "${FAKE_USER:-ana}" ;; esac
+""",
+    # rootless prerequisites: subordinate ids where $FAKE_SUBIDS says so; the store's filesystem
+    "getsubids": """#!/bin/bash
+[ -n "${FAKE_SUBIDS:-}" ] && echo "0: ${FAKE_USER:-ana} 100000 65536"
+""",
+    "stat": """#!/bin/bash
+if [ "$1 $2 $3" = "-f -c %T" ]; then echo "${FAKE_FS:-ext2/ext3}"; exit 0; fi
+exec /usr/bin/stat "$@"
 """,
 }
 
@@ -229,14 +241,41 @@ def test_who_runs_it_where_and_a_requeued_job_resumes(tmp_path: Path) -> None:
         root[root.index("--entrypoint") + 2] == f"registry.example.com:5000/team/trainimg@{DIGEST}"
     )
     assert root[-1] == "/ckpt"  # --ckpt-dir /ckpt, no --resume on a first run
-    _, user, _ = _run_script(
-        tmp_path, job, SLURM_JOB_GPUS="0", FAKE_UID="1234", FAKE_GID="99", SLURM_RESTART_COUNT="1"
-    )
+    rootless = {"FAKE_UID": "1234", "FAKE_GID": "99", "FAKE_SUBIDS": "1",
+                "XDG_RUNTIME_DIR": str(tmp_path)}  # fmt: skip
+    _, user, _ = _run_script(tmp_path, job, SLURM_JOB_GPUS="0", SLURM_RESTART_COUNT="1", **rootless)
     # anyone else: rootless podman as that user; a requeued job continues
     assert user[user.index("--user") + 1] == "1234:99" and "--userns=keep-id" in user
     assert "--ulimit" not in user and user[-1] == "--resume"
     _, port, _ = _run_script(tmp_path, job, SLURM_JOB_GPUS="0", TRAINIMG_RDZV_PORT="31000")
     assert "--rdzv-endpoint=10.9.0.10:31000" in port
+
+
+@pytest.mark.parametrize(
+    ("missing", "says"),
+    [
+        ({"FAKE_SUBIDS": ""}, "needs subordinate uids for ana"),
+        ({"XDG_RUNTIME_DIR": ""}, "needs XDG_RUNTIME_DIR, a directory ana can write (now 'unset'"),
+        ({"XDG_RUNTIME_DIR": "/nonexistent/run"}, "(now '/nonexistent/run'"),
+        ({"FAKE_FS": "nfs", "FAKE_GRAPHROOT": "/home/ana/.local/share/containers/storage"},
+         "store /home/ana/.local/share/containers/storage is on NFS"),
+    ],
+)  # fmt: skip
+def test_rootless_prerequisites_fail_fast_with_their_fix(
+    tmp_path: Path, missing: dict[str, str], says: str
+) -> None:
+    """As a user, the node checks what rootless podman needs before `podman run`: the first
+    one missing ends the job with exit 2, its fix named, and no container is started."""
+    ready = {"FAKE_UID": "1234", "FAKE_GID": "99", "FAKE_SUBIDS": "1",
+             "XDG_RUNTIME_DIR": str(tmp_path)}  # fmt: skip
+    env = {**ready, **missing}
+    if not env["XDG_RUNTIME_DIR"]:
+        del env["XDG_RUNTIME_DIR"]
+    code, words, err = _run_script(tmp_path, SHAPES["2x8-podman"], SLURM_JOB_GPUS="0", **env)
+    assert code == 2 and words == [], err  # podman never ran
+    assert says in err and "fix" in err and "node 1" in err, err
+    code, words, err = _run_script(tmp_path, SHAPES["2x8-podman"], SLURM_JOB_GPUS="0", **ready)
+    assert code == 0 and "--userns=keep-id" in words, err
 
 
 def test_pyxis_and_archives(tmp_path: Path) -> None:

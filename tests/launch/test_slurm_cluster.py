@@ -4,6 +4,7 @@ The nodes pull the CPU cell's image by digest from a registry on the cluster's p
 and train with torchrun's c10d rendezvous across the namespaces (gloo over their veths):
 
 - a job runs to the end, with the losses of one process;
+- a job for a user without subordinate ids (nobody) fails fast on every node, naming the fix;
 - the same with `--pyxis`, through a stand-in srun that runs each node's command inside the
   image with the job's environment, as pyxis does (tests/launch/pyxis/srun);
 - a job Slurm's SIGTERM stops while its containers start (before the first step) exits 4,
@@ -27,6 +28,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -280,6 +282,40 @@ def test_a_two_node_pyxis_job_runs_the_trainer_inside_the_image(
     left = local_podman.podman("ps", "-a", "--filter", "label=io.trainimg.pyxis", "--format",
                                "{{.Names}}").split()  # fmt: skip
     assert left == [], left
+
+
+def test_a_user_without_subordinate_ids_fails_fast_naming_them(
+    cluster: SlurmCluster, pushed: str, local_podman: Any
+) -> None:
+    """A job submitted for a user (`sbatch --uid=nobody`: the nodes run it as nobody, which has
+    no /etc/subuid range here) checks rootless podman's prerequisites on each node before
+    `podman run` and ends at once with exit 2 and the fix, rather than a podman error."""
+    work = Path(tempfile.mkdtemp(prefix="trainimg-nobody-", dir="/tmp"))  # nobody can reach it
+    try:
+        work.chmod(0o777)
+        ckpt = work / "ckpt"
+        ckpt.mkdir(mode=0o777)
+        ckpt.chmod(0o777)
+        script = _script(
+            work / "job.sbatch", pushed, "--nodes", "2", "--gpus-per-node", "0",
+            "--cpus-per-node", "1", "--time", "10", "--ckpt", str(ckpt), "--", *TINY,
+            "--steps", "4",
+        )  # fmt: skip
+        out = work / "job.out"
+        env = _job_env(cluster, local_podman, pushed.split("/", 1)[0])
+        job = cluster.ctl(
+            "sbatch", "--parsable", "--uid=nobody", "-o", str(out), str(script), env=env
+        ).stdout.strip()
+        info = _await(cluster, job, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}, 120, out)
+        text = _read(out)
+        ok = info["JobState"] == "FAILED" and info["ExitCode"] == "2:0"
+        assert ok and info["Restarts"] == "0", _why(cluster, info, text)
+        assert "rootless podman needs subordinate uids for nobody" in text, text[-3000:]
+        assert "usermod --add-subuids" in text and "step 1/" not in text
+        assert not list(ckpt.iterdir())
+        _no_containers(local_podman)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def test_a_job_stopped_before_its_first_step_saves_nothing_and_is_not_requeued(
