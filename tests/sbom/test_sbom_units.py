@@ -91,7 +91,9 @@ def test_every_component_has_a_supplier(doc: dict[str, Any]) -> None:
     assert deb["supplier"] == {"name": "Debian GNU/Linux", "url": ["https://www.debian.org/"]}
     torch = next(c for r, c in by_ref.items() if r.startswith("pkg:pypi/torch@"))
     assert torch["supplier"]["name"] != cyclonedx.UNKNOWN_SUPPLIER  # the wheel's own metadata
-    assert doc["metadata"]["component"]["supplier"]["name"] == "trainimg"
+    # the image: its vendor label (the project's vendor); the tool and the trainer: trainimg
+    assert doc["metadata"]["component"]["supplier"]["name"] == "ML platform team"
+    assert by_ref["trainimg:trainer@0.1.0"]["supplier"]["name"] == "trainimg"
 
 
 def test_base_image_and_cuda_libraries(record: BuildRecord, doc: dict[str, Any]) -> None:
