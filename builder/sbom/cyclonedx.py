@@ -208,7 +208,9 @@ def _trainer(record: BuildRecord) -> Component | None:
         licenses=licenses.from_text(record.labels.get(labels.OCI_LICENSES)),
         bom_ref=f"trainimg:trainer@{version}",
         properties=[
-            Property(name=f"{PROPERTY}:path", value=f"{layout.TRAINER_HOME}/{layout.TRAINER_MODULE}")
+            Property(
+                name=f"{PROPERTY}:path", value=f"{layout.TRAINER_HOME}/{layout.TRAINER_MODULE}"
+            )
         ],
     )
 

@@ -15,7 +15,7 @@ from cyclonedx.model.license import License
 try:
     from cyclonedx.contrib.license.factories import LicenseFactory
 except ImportError:  # cyclonedx-python-lib before its contrib package: the older location
-    from cyclonedx.factory.license import LicenseFactory  # type: ignore[assignment,no-redef]
+    from cyclonedx.factory.license import LicenseFactory
 
 # What older metadata writes when it states nothing (setuptools' default License: UNKNOWN).
 NOT_STATED = frozenset({"", "unknown", "none", "noassertion"})
