@@ -262,26 +262,42 @@ def _python_packages(record: BuildRecord, inventory: Mapping[str, Any]) -> list[
     return components
 
 
+def _owner(path: str, inventory: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The distribution that installed the library: the one whose RECORD lists it (inventories
+    read since issue 34), else the one named like the site-packages directory holding it
+    (torchao/_C.so -> torchao); None for a file no one distribution owns (nvidia/<lib>/ is a
+    namespace directory, named for no wheel)."""
+    dists = inventory.get("python") or ()
+    for d in dists:
+        if path in (d.get("libraries") or ()):
+            return dict(d)
+    top = path.split("/site-packages/", 1)[-1].split("/", 1)[0] if "/site-packages/" in path else ""
+    for d in dists:
+        if top and top != "nvidia" and canonicalize_name(d["name"]) == canonicalize_name(top):
+            return dict(d)
+    return None
+
+
 def _library_supplier(path: str, inventory: Mapping[str, Any]) -> OrganizationalEntity:
-    """NVIDIA for the nvidia-* wheels and the CUDA toolkit; else the wheel whose directory holds
-    the library (torch/lib/... -> torch's maintainer)."""
+    """NVIDIA for the nvidia-* wheels and the CUDA toolkit; else the maintainer of the wheel
+    that installed the library (torch/lib/... -> torch's)."""
+    owner = _owner(path, inventory)
     if "/site-packages/nvidia/" in path or path.startswith(layout.CUDA_LINK):  # and cuda-<ver>
         return NVIDIA
-    top = path.split("/site-packages/", 1)[-1].split("/", 1)[0] if "/site-packages/" in path else ""
-    for d in inventory.get("python") or ():
-        if top and canonicalize_name(d["name"]) == canonicalize_name(top) and d.get("author"):
-            return _supplier(d["author"])
+    if owner is not None and owner.get("author"):
+        return _supplier(owner["author"])
     return _supplier(UNKNOWN_SUPPLIER)
 
 
 def _library_version(path: str, inventory: Mapping[str, Any], record: BuildRecord) -> str:
-    """The version of what ships the library: the wheel whose top directory holds it, the CUDA
-    toolkit directory (cuda-12.8/...) or the cell's CUDA behind the /usr/local/cuda link; else
-    unknown (an nvidia/<lib>/ namespace directory names no one wheel)."""
-    top = path.split("/site-packages/", 1)[-1].split("/", 1)[0] if "/site-packages/" in path else ""
-    for d in inventory.get("python") or ():
-        if top and canonicalize_name(d["name"]) == canonicalize_name(top):
-            return str(d["version"])
+    """The version of what ships the library: the wheel that installed it (_owner), the CUDA
+    toolkit directory (cuda-12.8/...) or the cell's CUDA behind the /usr/local/cuda link (not
+    cuda-compat: its libraries follow a driver's version); else unknown."""
+    owner = _owner(path, inventory)
+    if owner is not None:
+        return str(owner["version"])
+    if "/compat/" in path:
+        return UNKNOWN_VERSION
     for part in path.split("/"):
         if part.startswith("cuda-") and part[5:6].isdigit():
             return part[5:]

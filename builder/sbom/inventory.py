@@ -2,6 +2,8 @@
 the OS packages (dpkg-query or rpm, each with its source package: Debian's advisories are keyed
 by it), the Python distributions of the venv (with their author or maintainer), and the
 SASS/PTX of every CUDA library (the fatbin reader, builder/arches/fatbin.py, in a second run).
+Each distribution lists the shared objects its RECORD installed: a CUDA library's SBOM
+component takes the version and supplier of the wheel that installed it.
 
 Licences, as each package states them: an rpm's License tag; a deb's machine-readable
 (DEP-5) /usr/share/doc/<package>/copyright, the License of its `Files: *` paragraph (dpkg keeps
@@ -20,7 +22,7 @@ from builder.engines.roles import ContainerRunner
 from builder.spec.layout import VENV_PYTHON
 
 INVENTORY_PROBE = r"""
-import json, shutil, subprocess
+import json, os, shutil, subprocess
 import importlib.metadata as md
 out = {"os_release": {}, "packages": [], "package_type": None, "python": []}
 
@@ -87,7 +89,10 @@ for d in md.distributions():
                           "license": lic[:200] if "\n" not in lic else "",
                           "license_classifiers": sorted(
                               c for c in d.metadata.get_all("Classifier") or ()
-                              if c.startswith("License ::"))})
+                              if c.startswith("License ::")),
+                          "libraries": sorted(
+                              os.path.normpath(str(d.locate_file(f))) for f in d.files or ()
+                              if ".so" in f.name)})
 print(json.dumps(out, sort_keys=True))
 """
 

@@ -1,6 +1,6 @@
 """Licences as a package states them (builder/sbom/licenses.py): SPDX where the text is SPDX,
 the stated name otherwise, nothing where nothing is stated; an rpm's License tag reaches its
-component."""
+component; a CUDA library takes the version of the wheel (or toolkit) that installed it."""
 
 from __future__ import annotations
 
@@ -57,3 +57,38 @@ def test_an_rpm_license_tag_reaches_its_component(record: BuildRecord) -> None:
     assert by_name["bash"]["licenses"] == [{"license": {"name": "GPLv3+"}}]
     assert by_name["zlib"]["licenses"] == [{"license": {"id": "Zlib"}}]
     assert "licenses" not in by_name["gpg-pubkey"]
+
+
+SITE = "/opt/venv/lib/python3.11/site-packages"
+
+
+def test_a_cuda_library_takes_the_version_of_what_installed_it(record: BuildRecord) -> None:
+    cublas = f"{SITE}/nvidia/cublas/lib/libcublas.so.12"
+    inventory = {
+        "python": [
+            {"name": "nvidia-cublas-cu12", "version": "12.8.4.1", "libraries": [cublas]},
+            {"name": "torchao", "version": "0.18.0", "author": "PyTorch Team"},
+        ],
+        "cuda_libraries": [
+            {"path": p, "sass": ["sm_90"], "ptx": []}
+            for p in (
+                cublas,  # its wheel's RECORD lists it
+                f"{SITE}/nvidia/cudnn/lib/libcudnn.so.9",  # no wheel lists it: unknown
+                f"{SITE}/torchao/_C.abi3.so",  # no RECORD read: the wheel named like its dir
+                "/usr/local/cuda-12.8/lib64/libcufft.so.11",  # the toolkit's directory
+                "/usr/local/cuda/compat/libcuda.so.1",  # cuda-compat: a driver's version
+            )
+        ],
+    }
+    doc = json.loads(
+        cyclonedx.sbom_json(
+            cyclonedx.build_bom("localhost/trainimg:x", record, inventory, cell="x")
+        )
+    )
+    got = {c["name"]: (c["version"], c["supplier"]["name"]) for c in doc["components"]}
+    nvidia = "NVIDIA Corporation"
+    assert got["libcublas.so.12"] == ("12.8.4.1", nvidia)
+    assert got["libcudnn.so.9"] == (cyclonedx.UNKNOWN_VERSION, nvidia)
+    assert got["_C.abi3.so"] == ("0.18.0", "PyTorch Team")
+    assert got["libcufft.so.11"] == ("12.8", nvidia)
+    assert got["libcuda.so.1"] == (cyclonedx.UNKNOWN_VERSION, nvidia)
