@@ -39,6 +39,7 @@ exit codes:
   3    numerical stop: NaN/Inf in loss or grad norm (stopped before the optimizer step; the
        last checkpoint is untouched), NaN/Inf weights when a checkpoint is due (not written),
        fp16 loss scale below its floor, or a loss spike with health.spike_action stop
+  4    stopped by SIGTERM/SIGINT with nothing saved (no --ckpt-dir): nothing to resume from
   130  SIGINT, 143 SIGTERM (podman stop): the current step finished, a checkpoint was saved,
        clean exit; start again with --resume to continue
 """

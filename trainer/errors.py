@@ -12,6 +12,10 @@ import signal
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_NUMERICAL = 3
+# stopped by SIGTERM/SIGINT with nothing saved: no --ckpt-dir, or the signal came before the
+# trainer could catch it (still starting). Distinct from 143/130, which promise a complete
+# checkpoint to resume from, so that a scheduler requeues only on those.
+EXIT_STOPPED_UNSAVED = 4
 
 
 def exit_code_for_signal(signum: int) -> int:
@@ -49,8 +53,9 @@ class OutOfMemory(TrainerError):
 
 
 class Interrupted(TrainerError):
-    """SIGTERM/SIGINT arrived; a checkpoint was saved (or there was nothing to save yet)."""
+    """SIGTERM/SIGINT arrived: 128 + the signal when a checkpoint was saved, EXIT_STOPPED_UNSAVED
+    when nothing was (no checkpoint dir)."""
 
-    def __init__(self, signum: int, message: str) -> None:
+    def __init__(self, signum: int, message: str, saved: bool = True) -> None:
         super().__init__(message)
-        self.exit_code = exit_code_for_signal(signum)
+        self.exit_code = exit_code_for_signal(signum) if saved else EXIT_STOPPED_UNSAVED

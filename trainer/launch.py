@@ -11,7 +11,8 @@ differ from plain torchrun:
   own time, within the grace period of whoever sent the signal (`podman stop -t`, Slurm's
   `--signal=B:TERM@S`), which then kills the container anyway.
 - **Exit codes.** The workers' codes reach the caller: 0 finished, 2 bad input, 3 numerical
-  stop, 143/130 stopped with a checkpoint (exit_code_for below), one line on stderr, no
+  stop, 4 stopped with nothing saved (no --ckpt-dir; a signal before the workers could catch
+  it), 143/130 stopped with a checkpoint (exit_code_for below), one line on stderr, no
   traceback. Anything else (a crash, a worker killed by a signal nobody sent) keeps torchrun's
   failure report and exits 1.
 """
@@ -26,11 +27,18 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from types import FrameType
 
-from trainer.errors import EXIT_BAD_INPUT, EXIT_NUMERICAL, EXIT_SIGINT, EXIT_SIGTERM
+from trainer.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_NUMERICAL,
+    EXIT_SIGINT,
+    EXIT_SIGTERM,
+    EXIT_STOPPED_UNSAVED,
+)
 
 # The trainer's own failure codes, most telling first: a numerical stop or bad input must not
-# be mistaken for "stopped, resume me" when ranks disagree.
-PRECEDENCE = (EXIT_NUMERICAL, EXIT_BAD_INPUT, EXIT_SIGTERM, EXIT_SIGINT)
+# be mistaken for "stopped, resume me" when ranks disagree, nor a rank that saved nothing (or
+# died of the signal, so the collective checkpoint cannot be whole) for one that did.
+PRECEDENCE = (EXIT_NUMERICAL, EXIT_BAD_INPUT, EXIT_STOPPED_UNSAVED, EXIT_SIGTERM, EXIT_SIGINT)
 # a worker that died of one of these after the launcher passed that signal on was stopped
 _STOP_DEATHS = (signal.SIGTERM, signal.SIGINT, signal.SIGKILL)
 # how torchrun stops the other workers once one failed
@@ -40,6 +48,8 @@ SAYS = {
     EXIT_NUMERICAL: "numerical stop (see the workers' message); resume from the last "
     "checkpoint with other settings",
     EXIT_BAD_INPUT: "bad input (see the workers' message)",
+    EXIT_STOPPED_UNSAVED: "stopped, nothing saved (no --ckpt-dir, or a worker died of the "
+    "signal before it could checkpoint): there is nothing new to resume from",
     EXIT_SIGTERM: "stopped by SIGTERM: the workers checkpointed (with --ckpt-dir); start "
     "again with --resume",
     EXIT_SIGINT: "stopped by SIGINT: the workers checkpointed (with --ckpt-dir); start "
@@ -55,12 +65,12 @@ def exit_code_for(worker_codes: Collection[int], received: int | None = None) ->
     When one worker fails, torchrun stops the others (SIGTERM, then SIGKILL) and reports them
     too: those deaths go with the trainer's code of the one that failed. A worker killed by the
     signal the launcher passed on (`received`; it had not yet installed the trainer's handler)
-    counts as stopped. None: a failure that is not the trainer's (exit 1, a signal nobody
-    sent) - the caller keeps torchrun's report.
+    counts as stopped with nothing saved (EXIT_STOPPED_UNSAVED). None: a failure that is not
+    the trainer's (exit 1, a signal nobody sent) - the caller keeps torchrun's report.
     """
     codes = set(worker_codes)
     if received is not None:
-        codes = {128 + received if -c in _STOP_DEATHS else c for c in codes}
+        codes = {EXIT_STOPPED_UNSAVED if -c in _STOP_DEATHS else c for c in codes}
     trainer_codes = codes & set(PRECEDENCE)
     if trainer_codes:
         codes -= {-int(s) for s in _CLEANUP}
@@ -123,11 +133,11 @@ def _stop_early(signum: int, frame: FrameType | None) -> None:
 
 def _early_exit(signum: int) -> int:
     print(
-        f"trainer.launch: exit {128 + signum}: signal {signum} before the workers started, "
-        "nothing to save",
+        f"trainer.launch: exit {EXIT_STOPPED_UNSAVED}: signal {signum} before the workers "
+        "started: nothing was saved",
         file=sys.stderr,
     )
-    return 128 + signum
+    return EXIT_STOPPED_UNSAVED
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -262,6 +262,8 @@ class Loop:
             if ckpt_dir is not None
             else "nothing saved (no --ckpt-dir)"
         )
+        if ckpt_dir is None:
+            return Interrupted(signum, f"signal {signum} at step {step}: {saved}", saved=False)
         return Interrupted(
             signum,
             f"signal {signum} at step {step}: {saved}; start again with --resume to continue",

@@ -31,6 +31,12 @@ from builder.spec.render import render_all
 from builder.spec.trainer_version import trainer_version
 from builder.workspace import Workspace
 
+NO_WHEELHOUSE = (
+    "builds install Python packages only from a hash-locked wheelhouse: fill one with "
+    "`trainimg wheelhouse CELL... --dest DIR` and pass --wheelhouse DIR (or set "
+    "TRAINIMG_WHEELHOUSE)"
+)
+
 
 @dataclass(frozen=True)
 class BuildOptions:
@@ -87,17 +93,24 @@ class BuildPlan:
         return self.context.build_hash
 
 
-def _check_drift(ws: Workspace, cells: Sequence[Cell]) -> dict[str, str]:
-    outputs = render_all(ws.root, tuple(cells), ws.matrix.project)
-    texts = {}
-    for rel, text in outputs.items():
+def drifted(ws: Workspace, cells: Sequence[Cell]) -> tuple[dict[str, str], dict[str, str]]:
+    """(each cell's fresh render, the cells whose committed Containerfile differs: why)."""
+    texts, problems = {}, {}
+    for rel, text in render_all(ws.root, tuple(cells), ws.matrix.project).items():
         path = ws.root / rel
         if not path.exists() or path.read_text(encoding="utf-8") != text:
-            raise TrainimgError(
+            problems[rel.parent.name] = (
                 f"{rel} differs from a fresh render of matrix.yaml and the templates: "
                 "run `trainimg render` (and commit it) before building"
             )
         texts[rel.parent.name] = text
+    return texts, problems
+
+
+def _check_drift(ws: Workspace, cells: Sequence[Cell]) -> dict[str, str]:
+    texts, problems = drifted(ws, cells)
+    if problems:
+        raise TrainimgError(next(iter(problems.values())))
     return texts
 
 
@@ -113,31 +126,35 @@ def _with_mirrors(
     return mirrored, {rel.parent.name: text for rel, text in outputs.items()}
 
 
+def base_missing(engine: RegistryTransfer, cell: Cell, pull: bool) -> str | None:
+    """Why the cell's base cannot be had (None: it is in the store, or --pull fetches it)."""
+    ref = cell.os.base_ref
+    if engine.image_exists(ref) or (pull and not cell.os.local):
+        return None
+    if cell.os.local:
+        return (
+            f"cell {cell.name}: base image {ref} is not in the engine's store; it is made "
+            "locally, not pulled: run `trainimg base` (debootstrap -> podman import) "
+            "against the same engine store"
+        )
+    return (
+        f"cell {cell.name}: base image {ref} is not in the engine's store: pass --pull to "
+        "fetch it from its registry (an air-gapped site loads it with `podman load` first)"
+    )
+
+
 def _base(engine: RegistryTransfer, cell: Cell, pull: bool) -> ImageInfo:
     """The base image, in the engine's store: made locally, pulled now by trainimg (--pull,
     with the registry's credentials), or already there."""
-    ref = cell.os.base_ref
-    present = engine.image_exists(ref)
-    if cell.os.local:
-        if not present:
-            raise TrainimgError(
-                f"cell {cell.name}: base image {ref} is not in the engine's store; it is made "
-                "locally, not pulled: run `trainimg base` (debootstrap -> podman import) "
-                "against the same engine store"
-            )
-        return engine.inspect_image(ref)
-    if pull:  # pulled now, by trainimg with the registry's credentials; the build never pulls
-        pull_base(engine, ref, cell.name)
-        return engine.inspect_image(ref)
-    if not present:
-        raise TrainimgError(
-            f"cell {cell.name}: base image {ref} is not in the engine's store: pass --pull to "
-            "fetch it from its registry (an air-gapped site loads it with `podman load` first)"
-        )
-    return engine.inspect_image(ref)
+    missing = base_missing(engine, cell, pull)
+    if missing is not None:
+        raise TrainimgError(missing)
+    if pull and not cell.os.local:  # pulled now, with the registry's credentials
+        pull_base(engine, cell.os.base_ref, cell.name)
+    return engine.inspect_image(cell.os.base_ref)
 
 
-def _networks(cell: Cell, chosen: str | None) -> tuple[str, str | None, str | None]:
+def networks_of(cell: Cell, chosen: str | None) -> tuple[str, str | None, str | None]:
     """(the image build's network, the stage built first with a network, that network).
 
     Wheels come from the wheelhouse, so the stages that install them never get a network. A
@@ -161,7 +178,7 @@ def refuse_bad_options(ws: Workspace, cells: Sequence[Cell], opts: BuildOptions)
     """What is refused before any engine is asked (exit 2): a network a cell cannot build
     with, a mirrors file that is malformed or does not fit the matrix."""
     for cell in cells:
-        _networks(cell, opts.network)
+        networks_of(cell, opts.network)
     if opts.mirrors is not None:
         with_mirrors_file(ws.matrix, opts.mirrors)
 
@@ -180,15 +197,11 @@ def plan_cells(
     buildargs = dict(opts.buildargs)
     refuse_credentials_in_buildargs(buildargs)
     if opts.wheelhouse is None:
-        raise TrainimgError(
-            "builds install Python packages only from a hash-locked wheelhouse: fill one with "
-            "`trainimg wheelhouse CELL... --dest DIR` and pass --wheelhouse DIR (or set "
-            "TRAINIMG_WHEELHOUSE)"
-        )
+        raise TrainimgError(NO_WHEELHOUSE)
     # Every cell's closure and hashes first: a bad wheelhouse stops before the engine is asked.
     selections = {cell.name: select(opts.wheelhouse, cell, project) for cell in cells}
     plans = []
-    networks = {cell.name: _networks(cell, opts.network) for cell in cells}
+    networks = {cell.name: networks_of(cell, opts.network) for cell in cells}
     for cell in cells:
         base = _base(engine, cell, opts.pull)
         selection = selections[cell.name]

@@ -11,6 +11,7 @@ import argparse
 import os
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from builder.build import lock as lockfile
+from builder.build import problems
 from builder.build.builder import Builder, BuildsFailed, Outcome, Ui
 from builder.build.plan import BuildOptions, default_paths, plan_cells, refuse_bad_options
 from builder.commands.common import add_engine_options, shared_options, workspace
@@ -27,6 +29,8 @@ from builder.engines.base import EngineError, EngineUnavailable, short_id
 from builder.engines.build_log import STEP_LINE
 from builder.engines.discover import HOW_TO_START, EngineSearch, discover
 from builder.errors import TrainimgError
+from builder.matrix.model import Cell
+from builder.workspace import Workspace
 
 _BUILD_ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]{0,127})=([^\n\r\x00]*)$")
 _REPOSITORY = re.compile(
@@ -94,6 +98,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--quiet", "-q", action="store_true", help="show only build steps, not their output"
+    )
+    p.add_argument(
+        "--plan",
+        action="store_true",
+        help="build nothing: list every problem of every selected cell at once (drift, "
+        "wheelhouse, networks, base image, options); exit 0 when none, else 2",
     )
     p.set_defaults(func=run)
 
@@ -243,12 +253,44 @@ def _options(args: argparse.Namespace) -> BuildOptions:
     )
 
 
+def _plan(
+    args: argparse.Namespace, ws: Workspace, cells: Sequence[Cell], opts: BuildOptions
+) -> int:
+    """--plan: every problem of every cell, printed; the engine only answers what it holds."""
+    shared = problems.shared_problems(ws, opts)
+    try:
+        lockfile.read(default_paths(ws, opts)[0])
+    except TrainimgError as exc:
+        shared.append(str(exc))
+    unchecked = "no engine answered (see 'every cell')"
+    try:
+        endpoint = discover(EngineSearch(args.engine, args.url), log=lambda m: None)
+        engine = endpoint.connect()
+    except (TrainimgError, EngineError) as exc:
+        shared.append(str(exc))
+        per_cell = problems.cell_problems(ws, cells, None, opts, no_engine=unchecked)
+    else:
+        try:
+            per_cell = problems.cell_problems(ws, cells, engine, opts)
+        except EngineError as exc:
+            shared.append(str(exc))
+            per_cell = problems.cell_problems(ws, cells, None, opts, no_engine=unchecked)
+        finally:
+            engine.close()
+            endpoint.close()
+    for line in problems.plan_lines(shared, per_cell):
+        print(line)
+    return 2 if shared or any(per_cell.values()) else 0
+
+
 def run(args: argparse.Namespace) -> int:
     opts = _options(args)
     ws = workspace(args)
     if args.all and args.cells:
         raise TrainimgError("give CELL names or --all, not both")
     cells = ws.cells if args.all else ws.select(args.cells or [ws.matrix.project.default_cell])
+    if args.plan:
+        return _plan(args, ws, cells, opts)
     refuse_bad_options(ws, cells, opts)
     lock_path, work_dir = default_paths(ws, opts)
     lockfile.read(lock_path)  # an unreadable lock stops us here, not after a build

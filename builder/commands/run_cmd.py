@@ -1,9 +1,9 @@
 """`trainimg run CELL|IMAGE [options] -- TRAINER ARGS`: start the bundled trainer right on this
 host (GPUs, NCCL, SELinux, user mapping, stop timeout), on one node or several (docs/run.md).
 
-Exit codes: the trainer's own (0 finished, 2 bad input, 3 numerical stop, 130/143 interrupted
-with a checkpoint); 2 also when trainimg refuses to start (with the reason and the fix), and
-then no container is left behind.
+Exit codes: the trainer's own (0 finished, 2 bad input, 3 numerical stop, 4 stopped with
+nothing saved, 130/143 interrupted with a checkpoint); 2 also when trainimg refuses to start
+(with the reason and the fix), and then no container is left behind.
 """
 
 from __future__ import annotations
@@ -42,9 +42,10 @@ examples:
   trainimg run CELL --nnodes 2 --node-rank 0 --rdzv node0:29500 --gpus all -- --parallel fsdp
 
 exit codes: the trainer's, through `python -m trainer.launch` on every node (0 finished, 2 bad
-input, 3 numerical stop, 130/143 stopped with a checkpoint); 2 when trainimg refuses to start
-(the reason and the fix on stderr). Ctrl-C, SIGTERM or SIGHUP stop the container the same way;
-should trainimg itself die, a watchdog stops and removes the container.
+input, 3 numerical stop, 4 stopped with nothing saved, 130/143 stopped with a checkpoint); 2
+when trainimg refuses to start (the reason and the fix on stderr). Ctrl-C, SIGTERM or SIGHUP
+stop the container the same way; should trainimg itself die, a watchdog stops and removes the
+container.
 """
 
 

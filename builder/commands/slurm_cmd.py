@@ -19,7 +19,8 @@ from builder.commands.common import output_file, shared_options
 from builder.commands.run_cmd import takes_trainer_args
 from builder.launch.expected_image import expected_image
 from builder.launch.request import LaunchError
-from builder.launch.slurm import DEFAULT_GRACE, SlurmJob, render_sbatch
+from builder.launch.slurm import DEFAULT_GRACE, SlurmJob, render_sbatch, requeue_note
+from builder.launch.slurm_limits import DEFAULT_MAX_RESTARTS, MAX_SIGNAL_TIME
 from builder.matrix.model import Cell
 from builder.registry.reference import parse_reference
 from builder.verify.target import find_cell, load_workspace, resolve_image
@@ -34,6 +35,14 @@ examples:
   trainimg slurm CELL --archive /nfs/images/trainimg.tar --nodes 2 --gpus-per-node 8 -o job.sbatch
   sbatch job.sbatch
 
+the job's exit code is the trainer's: 0 finished, 2 bad input, 3 numerical stop, 4 stopped
+with nothing saved, 143 stopped with a checkpoint (130 for SIGINT). Slurm's SIGTERM --grace
+seconds before --time makes every rank checkpoint; the job requeues itself only when its run
+wrote a checkpoint newer than the newest one at its start, and at most --max-restarts times
+(SLURM_RESTART_COUNT). Without --ckpt nothing survives a stop: the script never requeues
+(#SBATCH --no-requeue) and says so. Containers are named trainimg-JOB-STEP-NODE-rRESTART and
+removed when their node's shell ends.
+
 exit codes: 0 written, 2 bad input (the reason and the fix on stderr)
 """
 
@@ -47,7 +56,8 @@ def register(sub: Any) -> None:
             "starts one container per node (podman with the job's GPUs as CDI devices, or "
             "enroot/pyxis), node 0 hosts the torchrun rendezvous on a port derived from the job "
             "id, and Slurm's SIGTERM --grace seconds before the time limit makes every rank "
-            "checkpoint and exit 143; the job then requeues itself and resumes. Arguments after "
+            "checkpoint and exit 143; the job then requeues itself and resumes (with --ckpt, "
+            "when the run wrote a new checkpoint, up to --max-restarts times). Arguments after "
             "-- go to `trainer train`."
         ),
         epilog=EXAMPLES,
@@ -59,7 +69,12 @@ def register(sub: Any) -> None:
         "--gpus-per-node", type=int, metavar="G", help="GPUs per node, 0 for CPU nodes (required)"
     )
     p.add_argument("--partition", metavar="P")
-    p.add_argument("--time", metavar="T", help="the job's time limit (HH:MM:SS, D-HH:MM, MIN)")
+    p.add_argument(
+        "--time",
+        metavar="T",
+        help="the job's time limit, as sbatch takes it: MINUTES, MM:SS, HH:MM:SS, D-HH, "
+        "D-HH:MM, D-HH:MM:SS (longer than --grace)",
+    )
     p.add_argument("--cpus-per-node", type=int, metavar="C", help="CPUs per node (the task's)")
     p.add_argument("--mem", metavar="SIZE", help="memory per node, as Slurm takes it (0: all)")
     p.add_argument(
@@ -78,7 +93,16 @@ def register(sub: Any) -> None:
         type=int,
         default=DEFAULT_GRACE,
         metavar="S",
-        help=f"SIGTERM this many seconds before the limit (default {DEFAULT_GRACE})",
+        help=f"SIGTERM this many seconds before the limit, 1-{MAX_SIGNAL_TIME} and shorter "
+        f"than --time (default {DEFAULT_GRACE})",
+    )
+    p.add_argument(
+        "--max-restarts",
+        type=int,
+        default=DEFAULT_MAX_RESTARTS,
+        metavar="N",
+        help="requeue the job at most N times, each after a stop that wrote a new checkpoint "
+        f"(default {DEFAULT_MAX_RESTARTS}; 0: never)",
     )
     p.add_argument(
         "--registry",
@@ -169,8 +193,12 @@ def slurm_command(args: argparse.Namespace) -> int:
         mem=args.mem,
         exclusive=args.exclusive,
         image_info=info,
+        max_restarts=args.max_restarts,
     )
     text = render_sbatch(job)
+    note = requeue_note(job)
+    if note is not None:
+        print(f"trainimg: {note}", file=sys.stderr)
     if out is None:
         sys.stdout.write(text)
         return 0

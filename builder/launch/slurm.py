@@ -6,11 +6,14 @@ export`), never `localhost/` (which exists only where it was built); the GPUs ar
 Slurm allocated on that node, as CDI names (podman's containers live outside the job's cgroup);
 the user is whoever runs the job (rootless podman: --userns=keep-id; root: the image's user);
 the rendezvous port follows the job id. The per-node podman line is the plan `trainimg run`
-makes (plan.py, cli_line.py); its per-node words become shell variables and arrays.
+makes (plan.py, cli_line.py); its per-node words become shell variables and arrays. Each
+container is named by job, step, node and restart, and removed by a trap of its node's shell;
+the job requeues itself only when its run added a checkpoint (slurm_limits.py: the limits).
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from dataclasses import dataclass
@@ -31,9 +34,10 @@ from builder.launch.request import (
     RunRequest,
     check_name,
 )
+from builder.launch.slurm_limits import DEFAULT_MAX_RESTARTS, EXIT_STOPPED_UNSAVED, check_limits
 from builder.registry.reference import ReferenceError_, parse_reference
 from builder.spec.labels import RUN_LABEL
-from builder.spec.layout import WORKDIR
+from builder.spec.layout import CKPT_DIR, WORKDIR
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "templates" / "sbatch.sh.j2"
 DEFAULT_GRACE = 120
@@ -44,7 +48,7 @@ _RDZV_ID = "trainimg-rdzv-id"
 _NAME = "trainimg-slurm-node"
 _LOCAL_ADDR = "trainimg-local-addr"
 _IMAGE = "trainimg-image"
-_NODE_NAME = '"trainimg-$SLURM_JOB_ID-$SLURM_NODEID"'
+_NODE_NAME = '"$container"'  # run_node's: trainimg-JOB-STEP-NODE-rRESTART
 # per-node words: what the plan holds -> what the script writes (expanded there)
 _VARIABLE_WORDS = {
     "--node-rank=0": '--node-rank="$SLURM_NODEID"',
@@ -58,7 +62,6 @@ _VARIABLE_WORDS = {
 }
 # words the script decides at run time: the plan's GPU and memlock options -> the `opts` array
 _RUNTIME_OPTIONS = (("--device", "nvidia.com/gpu=all"), ("--ulimit", "memlock=-1"))
-_TIME = r"^(?:\d+|\d+:\d{2}(?::\d{2})?|\d+-\d+(?::\d{2}(?::\d{2})?)?)$"
 _MEM = r"^\d+[KMGT]?$"
 _PATH = re.compile(r"^/[A-Za-z0-9._/+-]+$")
 LOCAL_REGISTRIES = ("localhost",)
@@ -88,6 +91,7 @@ class SlurmJob:
     mem: str | None = None  # per node, Slurm's --mem (0: all of it)
     exclusive: bool | None = None  # None: whole nodes when GPUs are asked for
     image_info: ImageInfo | None = None  # the image as built (a cell's labels); default: contract
+    max_restarts: int = DEFAULT_MAX_RESTARTS  # requeues after a stop with a new checkpoint
 
 
 @dataclass(frozen=True)
@@ -140,14 +144,9 @@ def _check(job: SlurmJob) -> None:
         raise LaunchError(f"--gpus-per-node {job.gpus_per_node}: expected 0 (CPU) or more")
     if job.partition is not None:
         check_name(job.partition, "--partition")
-    if job.time is not None and not re.match(_TIME, job.time):
-        raise LaunchError(
-            f"--time {job.time!r}: expected a Slurm time limit (MINUTES, HH:MM:SS, D-HH:MM)"
-        )
     if job.port is not None and not 0 < job.port < 65536:
         raise LaunchError(f"--port {job.port}: expected 1-65535")
-    if job.grace < 1:
-        raise LaunchError(f"--grace {job.grace}: expected seconds before the limit, 1 or more")
+    check_limits(job.time, job.grace, job.max_restarts)
     if job.cpus_per_node is not None and job.cpus_per_node < 1:
         raise LaunchError(f"--cpus-per-node {job.cpus_per_node}: expected 1 or more")
     if job.mem is not None and not re.match(_MEM, job.mem):
@@ -155,6 +154,44 @@ def _check(job: SlurmJob) -> None:
     for flag, path in (("--data", job.data), ("--ckpt", job.ckpt)):
         if path is not None and not path.startswith("/"):
             raise LaunchError(f"{flag} {path!r}: give an absolute path on the shared filesystem")
+
+
+def checkpoint_dir(job: SlurmJob) -> str | None:
+    """Where the trainer's checkpoints land on the shared filesystem: --ckpt (mounted at /ckpt,
+    the trainer's --ckpt-dir unless the trainer arguments name another), or the directory under
+    it they name. None without --ckpt, or for a --ckpt-dir outside /ckpt (it would go with the
+    container): then the job has nothing to resume from and does not requeue itself."""
+    if job.ckpt is None:
+        return None
+    given = CKPT_DIR
+    args = job.trainer_args
+    for i, arg in enumerate(args):
+        if arg == "--ckpt-dir" and i + 1 < len(args):
+            given = args[i + 1]
+        elif arg.startswith("--ckpt-dir="):
+            given = arg.split("=", 1)[1]
+    inside = posixpath.normpath(given)
+    if inside == CKPT_DIR:
+        return job.ckpt
+    if inside.startswith(CKPT_DIR + "/"):
+        return job.ckpt.rstrip("/") + inside[len(CKPT_DIR) :]
+    return None
+
+
+def requeue_note(job: SlurmJob) -> str | None:
+    """Why this job's script never requeues it (None when it may): what `trainimg slurm` says."""
+    if checkpoint_dir(job) is not None:
+        return None
+    why = (
+        "no --ckpt"
+        if job.ckpt is None
+        else f"the trainer's --ckpt-dir is not under {CKPT_DIR}, the --ckpt mount"
+    )
+    return (
+        f"the job will never be requeued ({why}: a stop saves nothing that survives the "
+        f"container; #SBATCH --no-requeue); a stop before the time limit exits "
+        f"{EXIT_STOPPED_UNSAVED} (stopped, nothing saved)"
+    )
 
 
 def node_plan(job: SlurmJob) -> ContainerRun:
@@ -215,13 +252,16 @@ def _podman_words(plan: ContainerRun) -> list[str]:
 
 
 def _node_command(plan: ContainerRun, pyxis: bool) -> str:
+    """Under pyxis the node's shell already is in the container and becomes the trainer
+    (exec); under podman it stays, so that its trap can remove the container."""
     if pyxis:
         assert plan.entrypoint is not None
         words = [*plan.entrypoint, *plan.command, "\0resume"]
     else:
         words = _podman_words(plan)
     arrays = {"\0opts": '"${opts[@]}"', "\0resume": '"${resume[@]}"'}
-    return "exec " + " ".join(arrays.get(w) or _words([w]) for w in words)
+    line = " ".join(arrays.get(w) or _words([w]) for w in words)
+    return f"exec {line}" if pyxis else line
 
 
 def _srun_extra(job: SlurmJob, plan: ContainerRun, image: NodeImage) -> str:
@@ -251,6 +291,7 @@ def render_sbatch(job: SlurmJob) -> str:
         comment_end_string="##}",
     )
     mode = "enroot/pyxis" if job.pyxis else "podman"
+    ckpt_dir = checkpoint_dir(job)
     exclusive = job.exclusive if job.exclusive is not None else job.gpus_per_node > 0
     return env.get_template(TEMPLATE.name).render(
         title=f"trainimg slurm {job.cell}: {job.nodes} node(s) x {job.gpus_per_node} GPU(s), "
@@ -265,6 +306,10 @@ def render_sbatch(job: SlurmJob) -> str:
         partition=job.partition,
         time=job.time,
         grace=job.grace,
+        requeue=ckpt_dir is not None,
+        ckpt_dir=shlex.quote(ckpt_dir) if ckpt_dir is not None else "",
+        max_restarts=job.max_restarts,
+        unsaved=EXIT_STOPPED_UNSAVED,
         port=job.port if job.port is not None else PORT_FROM_JOB_ID,
         image=shlex.quote(image.ref),
         image_source=image.source,

@@ -233,7 +233,7 @@ for cmd in [
 # preflight: its numbers, versions, files and outputs; one value each, named in the message
 PF = ("preflight", "--from", "{tmp}")
 INV = ("preflight", "--inventory", "{tmp}/inv.ini")
-for what, args, says in [
+for what, args, message in [
     ("html-no-directory", ("--html", "{tmp}/no/r.html"), "--html {tmp}/no/r.html: no directory"),
     ("html-a-directory", ("--html", "{tmp}/dir"), "--html {tmp}/dir: is a directory"),
     ("timeout-not-a-number", ("--timeout", "abc"), "--timeout: not a timeout: 'abc'"),
@@ -248,7 +248,7 @@ for what, args, says in [
     ("bad-today", ("--today", "2026-02-30"), "not a date '2026-02-30'"),
     ("from-with-record", ("--record", "{tmp}/rec"), "--from judges recorded hosts"),
 ]:
-    CASES[f"preflight-{what}"] = case(*PF, *args, says=says)
+    CASES[f"preflight-{what}"] = case(*PF, *args, says=message)
 CASES |= {
     "preflight-from-missing": case(
         "preflight", "--from", "{tmp}/nope", says="{tmp}/nope: no such record directory"

@@ -18,6 +18,8 @@ import pytest
 from builder import cli
 from builder.launch.request import LaunchError
 from builder.launch.slurm import SlurmJob, render_sbatch
+from builder.launch.slurm_limits import EXIT_STOPPED_UNSAVED, time_limit_seconds
+from builder.spec.labels import RUN_LABEL
 from tests.launch.conftest import REPO
 
 GOLDEN = REPO / "tests" / "data" / "golden" / "slurm"
@@ -103,26 +105,60 @@ def test_bash_and_shellcheck(shape: str) -> None:
 # --- the script's run-time decisions, under bash with stand-ins -----------------------------
 
 STUBS = {
-    # srun: run the command once, as node $FAKE_NODEID; record srun's own options
+    # srun: run the command once, as node $FAKE_NODEID, where scontrol does not work (under
+    # pyxis the node's shell runs inside the container); record srun's own options
     "srun": """#!/bin/bash
 printf '%s\\n' "$@" > "$FAKE_DIR/srun.args"
 while [[ "${1:-}" == --* ]]; do shift; done
-SLURM_NODEID=$FAKE_NODEID SLURMD_NODENAME=node$FAKE_NODEID exec "$@"
+PATH="$FAKE_DIR/node-bin:$PATH" SLURM_NODEID=$FAKE_NODEID SLURMD_NODENAME=node$FAKE_NODEID \\
+    exec "$@"
+""",
+    "scancel": """#!/bin/bash
+echo "scancel $*" >> "$FAKE_DIR/scontrol.log"
 """,
     "scontrol": """#!/bin/bash
 case "$1 $2" in
 "show hostnames") printf 'node0\\nnode1\\n' ;;
-"show node") echo "NodeName=$3 Arch=x86_64 NodeAddr=10.9.0.1${3#node} NodeHostName=$3" ;;
-"requeue") echo "requeue $3" >> "$FAKE_DIR/scontrol.log" ;;
+"show node")
+    echo "NodeName=$3 Arch=x86_64 NodeAddr=10.9.0.1${3#node} NodeHostName=$3"
+    script="$(awk '{print $4}' "/proc/$PPID/stat")"  # node_addr's $(...), in the script
+    if [ -n "${FAKE_TERM_EARLY:-}" ] && grep -q job.sbatch "/proc/$script/cmdline"; then
+        kill -TERM "$script"  # Slurm's SIGTERM before the job step exists
+    fi ;;
+"requeue "*) echo "requeue $2" >> "$FAKE_DIR/scontrol.log" ;;
 esac
 """,
+    # podman: record `run`'s words (and every other call); as Slurm's SIGTERM would, signal the
+    # batch script ($FAKE_TERM), write a checkpoint ($FAKE_SAVE: its step), exit $FAKE_EXIT
     "podman": """#!/bin/bash
+if [ "$1" != run ]; then
+    echo "$*" >> "$FAKE_DIR/podman.calls"
+    exit 0
+fi
 printf '%s\\n' "$@" > "$FAKE_DIR/podman.args"
+if [ -n "${FAKE_TERM:-}" ]; then
+    kill -TERM "$(awk '{print $4}' "/proc/$PPID/stat")"  # run_node's parent: the script
+    sleep 0.3
+fi
+if [ -n "${FAKE_TERM_NODE:-}" ]; then
+    kill -TERM "$PPID"  # the node's shell, as Slurm signals the whole step
+    sleep 0.3
+fi
+if [ -n "${FAKE_SAVE:-}" ]; then
+    mkdir -p "$FAKE_CKPT/step_$FAKE_SAVE" && touch "$FAKE_CKPT/step_$FAKE_SAVE/meta.json"
+fi
+exit "${FAKE_EXIT:-0}"
 """,
     "id": """#!/bin/bash
 case "$1" in -u) echo "$FAKE_UID" ;; -g) echo "$FAKE_GID" ;; esac
 """,
 }
+
+
+NO_SCONTROL = """#!/bin/bash
+echo "scontrol $* inside run_node" | tee -a "$FAKE_DIR/node-scontrol" >&2
+exit 99
+"""
 
 
 def _run_script(tmp_path: Path, job: SlurmJob, **env: str) -> tuple[int, list[str], str]:
@@ -135,6 +171,10 @@ def _run_script(tmp_path: Path, job: SlurmJob, **env: str) -> tuple[int, list[st
     for name, body in STUBS.items():
         (stubs / name).write_text(body)
         (stubs / name).chmod(0o755)
+    node_bin = tmp_path / "node-bin"
+    node_bin.mkdir(exist_ok=True)
+    (node_bin / "scontrol").write_text(NO_SCONTROL)
+    (node_bin / "scontrol").chmod(0o755)
     full = {
         "PATH": f"{stubs}:{os.environ['PATH']}",
         "FAKE_DIR": str(tmp_path),
@@ -149,6 +189,7 @@ def _run_script(tmp_path: Path, job: SlurmJob, **env: str) -> tuple[int, list[st
     done = subprocess.run(
         ["bash", str(script)], env=full, capture_output=True, text=True, timeout=60
     )
+    assert not (tmp_path / "node-scontrol").exists(), done.stderr  # no scontrol on a node
     record = tmp_path / ("srun.args" if job.pyxis else "podman.args")
     words = record.read_text().splitlines() if record.exists() else []
     record.unlink(missing_ok=True)
@@ -265,3 +306,153 @@ def test_a_cell_runs_by_the_digest_its_push_recorded(
     assert "records no push" in err and "trainimg push" in err and "trainimg export" in err
     assert cli.main([*argv, "--archive", "/nfs/cpu.tar", "-o", str(out)]) == 0
     assert "IMAGE=oci-archive:/nfs/cpu.tar" in out.read_text()
+
+
+# --- how a job ends: exit codes, requeues, containers ------------------------------------------
+
+
+def _stop_job(tmp_path: Path, **change: Any) -> SlurmJob:
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir(exist_ok=True)
+    return SlurmJob(**(SHAPES["4x0-cpu-archive"].__dict__ | {"ckpt": str(ckpt)} | change))
+
+
+def _requeued(tmp_path: Path) -> bool:
+    log = tmp_path / "scontrol.log"
+    requeued = log.exists() and "requeue 77" in log.read_text()
+    log.unlink(missing_ok=True)
+    return requeued
+
+
+def test_a_stop_requeues_only_with_a_new_checkpoint_and_within_the_cap(tmp_path: Path) -> None:
+    job = _stop_job(tmp_path)
+    ckpt = {"FAKE_CKPT": str(tmp_path / "ckpt"), "FAKE_TERM": "1", "FAKE_EXIT": "143"}
+    # Slurm's SIGTERM, a checkpoint written: requeued, the trainer's 143
+    code, _, err = _run_script(tmp_path, job, **ckpt, FAKE_SAVE="00000007")
+    assert "scancel --signal=TERM 77" in (tmp_path / "scontrol.log").read_text()  # to the step
+    assert code == 143 and _requeued(tmp_path), err
+    assert "checkpoint at step 7; requeueing job 77 to resume (restart 1 of 3)" in err
+    # resumed from step 7, stopped again before writing another: nothing new, no requeue, 4
+    code, words, err = _run_script(tmp_path, job, **ckpt, SLURM_RESTART_COUNT="1")
+    assert code == 4 and not _requeued(tmp_path), err
+    assert "no checkpoint newer than step 7" in err and words[-1] == "--resume"
+    # a new checkpoint, but the job has restarted --max-restarts times: it ends there, 143
+    code, _, err = _run_script(tmp_path, job, **ckpt, FAKE_SAVE="00000009", SLURM_RESTART_COUNT="3")
+    assert code == 143 and not _requeued(tmp_path), err
+    assert "restarted 3 times already (--max-restarts 3)" in err
+    # a 143 the script did not ask for (someone's scancel of the step): not requeued
+    code, _, err = _run_script(
+        tmp_path, job, FAKE_CKPT=ckpt["FAKE_CKPT"], FAKE_EXIT="143", FAKE_SAVE="00000011"
+    )
+    assert code == 143 and not _requeued(tmp_path) and "not by Slurm's signal" in err, err
+    # the trainer's own codes pass through untouched
+    for trainer_code in ("0", "2", "3", "4"):
+        code, _, err = _run_script(tmp_path, job, **ckpt | {"FAKE_EXIT": trainer_code})
+        assert code == int(trainer_code) and not _requeued(tmp_path), err
+
+
+def test_a_sigterm_before_the_job_step_started_saves_nothing_and_starts_nothing(
+    tmp_path: Path,
+) -> None:
+    code, words, err = _run_script(tmp_path, _stop_job(tmp_path), FAKE_TERM_EARLY="1")
+    assert code == 4 and words == [] and not (tmp_path / "srun.args").exists(), err
+    assert "stopped before the job step started: nothing saved (exit 4)" in err
+    assert not _requeued(tmp_path)
+
+
+def test_without_a_checkpoint_dir_the_job_never_requeues(tmp_path: Path) -> None:
+    job = _stop_job(tmp_path, ckpt=None)
+    text = render_sbatch(job)
+    assert "#SBATCH --no-requeue" in text and "#SBATCH --requeue" not in text
+    assert "--resume" not in text and "scontrol requeue" not in text
+    code, words, err = _run_script(
+        tmp_path, job, FAKE_TERM="1", FAKE_EXIT="143", SLURM_RESTART_COUNT="1"
+    )
+    assert code == 4 and not _requeued(tmp_path), err
+    assert "nothing saved on the shared filesystem" in err and "--resume" not in words
+    # a --ckpt-dir outside the /ckpt mount goes with the container: the same
+    outside = _stop_job(tmp_path, trainer_args=("--ckpt-dir", "/tmp/ck"))
+    assert "#SBATCH --no-requeue" in render_sbatch(outside)
+    inside = _stop_job(tmp_path, trainer_args=("--ckpt-dir=/ckpt/run1/",))
+    assert f"CKPT_DIR={tmp_path}/ckpt/run1\n" in render_sbatch(inside)
+
+
+def test_each_container_is_named_by_job_step_node_and_restart_and_removed(tmp_path: Path) -> None:
+    job = _stop_job(tmp_path)
+    ids = {"SLURM_STEP_ID": "5", "SLURM_RESTART_COUNT": "2"}
+    for ending in ("0", "143", "137"):  # finished, stopped, its podman killed
+        code, words, err = _run_script(tmp_path, job, **ids, FAKE_EXIT=ending)
+        assert code == (int(ending) if ending != "143" else 4), err
+        name = "trainimg-77-5-1-r2"
+        assert words[words.index("--name") + 1] == name
+        assert f"{RUN_LABEL}={name}" in words
+        calls = (tmp_path / "podman.calls").read_text().splitlines()
+        assert calls == [f"rm --force --ignore --time 0 {name}"], calls
+        (tmp_path / "podman.calls").unlink()
+    # a stop before the trainer could answer it (podman's own exit code): nothing saved
+    code, _, err = _run_script(tmp_path, job, FAKE_TERM_NODE="1", FAKE_EXIT="125")
+    assert code == 4 and "podman exited 125 on the stop" in err, err
+    removed = (tmp_path / "podman.calls").read_text()
+    assert "rm --force --ignore --time 0 trainimg-77-0-1-r0" in removed
+    code, _, err = _run_script(tmp_path, job, FAKE_EXIT="125")  # no stop: podman's code
+    assert code == 125 and "on the stop" not in err, err
+    # a graceful 143 on one node must not get the other node's podman SIGKILLed
+    srun = (tmp_path / "srun.args").read_text().splitlines()
+    assert "--kill-on-bad-exit=0" in srun and "--kill-on-bad-exit=1" not in srun
+    # pyxis: no podman, the node's shell becomes the trainer
+    assert "podman rm" not in render_sbatch(SHAPES["4x8-pyxis"])
+
+
+def test_the_unsaved_exit_code_is_the_trainers() -> None:
+    from trainer.errors import EXIT_STOPPED_UNSAVED as TRAINERS
+
+    assert EXIT_STOPPED_UNSAVED == TRAINERS == 4
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("10", 600), ("0", None), ("UNLIMITED", None), ("infinite", None), ("1:30", 90),
+        ("12:00:00", 43200), ("2-0", 172800), ("1-00:00", 86400), ("1-2:03", 93780),
+        ("1-2:03:04", 93784), ("90:00:00", 324000),
+    ],
+)  # fmt: skip
+def test_time_limits_as_sbatch_reads_them(text: str, seconds: int | None) -> None:
+    assert time_limit_seconds(text) == seconds
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"time": "2", "grace": 120}, "--grace 120: not shorter than --time 2 (120 s)"),
+        ({"time": "1:30", "grace": 90}, "--grace 90: not shorter than --time 1:30 (90 s)"),
+        ({"grace": 0}, "--grace 0: expected .* 1-65535"),
+        ({"grace": 65536, "time": None}, "--grace 65536: expected"),
+        ({"time": "1:75"}, "--time '1:75': minutes and seconds go up to 59"),
+        ({"time": "1-24:00"}, "--time '1-24:00': hours after DAYS- go up to 23"),
+        ({"time": "1:2:3:4"}, "--time '1:2:3:4': expected a Slurm time limit"),
+        ({"max_restarts": -1}, "--max-restarts -1"),
+    ],
+)
+def test_bad_limits(change: dict[str, Any], says: str) -> None:
+    base = SHAPES["2x8-podman"].__dict__ | change
+    with pytest.raises(LaunchError, match=says.replace("(", r"\(").replace(")", r"\)")):
+        render_sbatch(SlurmJob(**base))
+
+
+def test_the_command_refuses_bad_limits_and_says_when_it_will_not_requeue(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "job.sbatch"
+    argv = ["slurm", REF, "--nodes", "2", "--gpus-per-node", "0", "-o", str(out)]
+    assert cli.main([*argv, "--time", "5", "--grace", "300"]) == 2
+    err = capsys.readouterr().err
+    assert "--grace 300: not shorter than --time 5 (300 s)" in err and not out.exists()
+    assert cli.main([*argv, "--time", "soon"]) == 2
+    assert "--time 'soon'" in capsys.readouterr().err
+    assert cli.main([*argv, "--max-restarts", "-2"]) == 2
+    assert "--max-restarts -2" in capsys.readouterr().err
+    assert cli.main(argv) == 0
+    assert "will never be requeued (no --ckpt" in capsys.readouterr().err
+    assert cli.main([*argv, "--ckpt", "/nfs/ck", "--max-restarts", "1", "--time", "5"]) == 0
+    assert "requeue" not in capsys.readouterr().err and "MAX_RESTARTS=1\n" in out.read_text()

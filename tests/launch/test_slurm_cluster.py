@@ -4,18 +4,27 @@ The nodes pull the CPU cell's image by digest from a registry on the cluster's p
 and train with torchrun's c10d rendezvous across the namespaces (gloo over their veths):
 
 - a job runs to the end, with the losses of one process;
+- the same with `--pyxis`, through a stand-in srun that runs each node's command inside the
+  image with the job's environment, as pyxis does (tests/launch/pyxis/srun);
+- a job Slurm's SIGTERM stops while its containers start (before the first step) exits 4,
+  "stopped, nothing saved", and is not requeued;
 - a job whose time limit is brought near once the trainer reports its first step gets Slurm's
-  SIGTERM before the limit, every rank checkpoints and exits 143, the script requeues the job,
-  and the requeued job starts again by itself, resumes from that checkpoint (its first step is
-  the one after it) and finishes.
+  SIGTERM before the limit, every rank checkpoints and exits 143, the script requeues the job
+  (its run wrote a new checkpoint), and the requeued job starts again by itself, resumes from
+  that checkpoint (its first step is the one after it) and finishes.
 
-Then nothing is left: no job, container, process in the namespaces, namespace, link, daemon.
+After each job no container is left (each is named trainimg-JOB-STEP-NODE-rRESTART and removed
+by its node's shell); at the end nothing is: no job, process in the namespaces, namespace,
+link, daemon.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -26,6 +35,7 @@ from typing import Any
 import pytest
 
 from builder import cli
+from builder.engines.base import EngineError
 from builder.spec.labels import RUN_LABEL
 from tests.launch.conftest import REPO, losses, shared_dir
 from tests.launch.slurm_cluster import SlurmCluster, missing_tools
@@ -38,6 +48,7 @@ TINY = (
     "--preset", "bf16", "--device", "cpu", "--batch-size", "4", "--log-interval", "1",
     "--eval-interval", "0", "--parallel", "ddp",
 )  # fmt: skip
+PYXIS = Path(__file__).parent / "pyxis"  # the stand-in srun
 GRACE = 60  # s: Slurm's SIGTERM this long before the limit (--signal=B:TERM@60)
 
 
@@ -200,6 +211,115 @@ def test_a_two_node_job_trains_like_one_process(
     for step, loss in got.items():
         assert abs(loss - reference[step]) <= TOLERANCE, (step, loss, reference[step])
     assert (ckpt / "step_00000004" / "meta.json").is_file()
+    _no_containers(local_podman)
+
+
+def _running(local_podman: Any) -> list[str]:
+    """The names of the running containers of trainimg jobs."""
+    names: str = local_podman.podman(
+        "ps", "--filter", f"label={RUN_LABEL}", "--filter", "status=running", "--format",
+        "{{.Names}}",
+    )  # fmt: skip
+    return names.split()
+
+
+def _catches_sigterm(pid: int) -> bool:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+    return False
+
+
+def _launchers_listen(local_podman: Any, names: list[str]) -> bool:
+    """Each container's init (the launcher as pid 1) and the launcher it forked handle SIGTERM:
+    until then the kernel drops a SIGTERM to the container's pid 1, and the stop is lost."""
+    with contextlib.suppress(OSError, ValueError, EngineError):  # gone, or not started yet
+        for name in names:
+            pid = int(local_podman.podman("inspect", "--format", "{{.State.Pid}}", name))
+            children = [
+                int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            ]
+            if not (children and all(_catches_sigterm(p) for p in [pid, *children])):
+                return False
+        return True
+    return False
+
+
+def test_a_two_node_pyxis_job_runs_the_trainer_inside_the_image(
+    cluster: SlurmCluster,
+    pushed: str,
+    local_podman: Any,
+    reference: dict[int, float],
+    tmp_path: Path,
+) -> None:
+    """`--pyxis`: the script's `srun --container-image=...` through a stand-in of srun with
+    pyxis (tests/launch/pyxis/srun) that runs each node's command inside the image with the
+    job's environment, as pyxis does: nothing the node's command calls may be a host tool
+    (the defect: run_node asked scontrol, which the image has not, for the node's address)."""
+    ckpt = shared_dir(tmp_path / "ckpt")
+    script = _script(
+        tmp_path / "job.sbatch", pushed, "--pyxis", "--nodes", "2", "--gpus-per-node", "0",
+        "--cpus-per-node", "1", "--time", "10", "--ckpt", str(ckpt), "--",
+        *TINY, "--steps", "4", "--metrics-file", "/ckpt/m.jsonl",
+    )  # fmt: skip
+    assert "--container-image=" in script.read_text()
+    out = tmp_path / "job.out"
+    env = _job_env(cluster, local_podman, pushed.split("/", 1)[0])
+    real = shutil.which("srun")
+    assert real is not None
+    env |= {"PATH": f"{PYXIS}:{os.environ['PATH']}", "TRAINIMG_REAL_SRUN": real}
+    job = cluster.ctl("sbatch", "--parsable", "-o", str(out), str(script), env=env).stdout.strip()
+    info = _await(cluster, job, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}, 300, out)
+    text = out.read_text()
+    assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", _why(cluster, info, text)
+    assert "done: completed at step 4" in text and "scontrol: command not found" not in text
+    got = losses(ckpt / "m.jsonl")
+    assert sorted(got) == [1, 2, 3, 4]
+    for step, loss in got.items():
+        assert abs(loss - reference[step]) <= TOLERANCE, (step, loss, reference[step])
+    left = local_podman.podman("ps", "-a", "--filter", "label=io.trainimg.pyxis", "--format",
+                               "{{.Names}}").split()  # fmt: skip
+    assert left == [], left
+
+
+def test_a_job_stopped_before_its_first_step_saves_nothing_and_is_not_requeued(
+    cluster: SlurmCluster, pushed: str, local_podman: Any, tmp_path: Path
+) -> None:
+    """Slurm's SIGTERM to the batch script while the containers start (the launchers import
+    torch; no worker can catch it yet): exit 4, "stopped, nothing saved", on both nodes and
+    for the job, which is not requeued - 143 there used to requeue a job with nothing to
+    resume. The containers are named by job, step, node and restart, and none is left."""
+    ckpt = shared_dir(tmp_path / "ckpt")
+    script = _script(
+        tmp_path / "job.sbatch", pushed, "--nodes", "2", "--gpus-per-node", "0",
+        "--cpus-per-node", "1", "--time", "10", "--ckpt", str(ckpt), "--",
+        *TINY, "--steps", "100000",
+    )  # fmt: skip
+    out = tmp_path / "job.out"
+    env = _job_env(cluster, local_podman, pushed.split("/", 1)[0])
+    job = cluster.ctl("sbatch", "--parsable", "-o", str(out), str(script), env=env).stdout.strip()
+    deadline = time.monotonic() + 120
+    # both containers up, their launchers listening and importing torch: no worker yet
+    while len(_running(local_podman)) < 2 or not _launchers_listen(
+        local_podman, _running(local_podman)
+    ):
+        info = cluster.job(job)
+        if info["JobState"] not in {"PENDING", "CONFIGURING", "RUNNING"} or (
+            time.monotonic() > deadline
+        ):
+            why = _why(cluster, info, _read(out))
+            pytest.fail(f"job {job}'s containers did not start:\n{why}")
+        time.sleep(0.2)
+    assert sorted(_running(local_podman)) == [f"trainimg-{job}-0-{n}-r0" for n in (0, 1)]
+    assert "step 1/" not in _read(out)
+    cluster.ctl("scancel", "--batch", "--signal=TERM", job)
+    ended = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PENDING"}  # PENDING: requeued
+    info = _await(cluster, job, ended, 180, out)
+    text = out.read_text()
+    assert info["JobState"] == "FAILED" and info["ExitCode"] == "4:0", _why(cluster, info, text)
+    assert info["Restarts"] == "0" and "requeueing" not in text, _why(cluster, info, text)
+    assert "step 1/" not in text and list(ckpt.glob("step_*")) == [], text[-3000:]
+    assert "nothing was saved" in text and "Traceback" not in text, text[-3000:]
     _no_containers(local_podman)
 
 

@@ -19,7 +19,7 @@ from tests.trainer.trainer_helpers import (
     signal_once_logging,
 )
 from trainer import checkpoint
-from trainer.errors import EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM
+from trainer.errors import EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM, EXIT_STOPPED_UNSAVED
 
 INFO_KEYS = {
     "trainer_version",
@@ -250,3 +250,15 @@ def test_signal_saves_a_loadable_checkpoint_and_exits_cleanly(
     assert summary["status"] == "interrupted"
     saved = checkpoint.load(checkpoint.list_steps(ckpt)[-1][1])
     assert saved.step == summary["step"] == saved.state["data_position"]["step"]
+
+
+@pytest.mark.integration
+def test_a_signal_without_a_checkpoint_dir_exits_stopped_unsaved(tmp_path: Path) -> None:
+    """Not 143: that code promises a checkpoint to resume from (a scheduler requeues on it)."""
+    metrics = tmp_path / "m.jsonl"
+    argv = ["-m", "trainer", "train", *QUICK, "--steps", "100000", "--metrics-file", str(metrics)]
+    exit_code, err = signal_once_logging(argv, metrics, signal.SIGTERM)
+    assert exit_code == EXIT_STOPPED_UNSAVED, err
+    assert "nothing saved (no --ckpt-dir)" in err and "--resume" not in err, err
+    (summary,) = records(metrics, "summary")
+    assert summary["status"] == "interrupted" and summary["checkpoint"] is None

@@ -10,7 +10,14 @@ import pytest
 from tests.trainer.trainer_helpers import REPO
 from trainer.cli import EXIT_CODES_HELP
 from trainer.config import SECTIONS
-from trainer.errors import EXIT_BAD_INPUT, EXIT_NUMERICAL, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM
+from trainer.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_NUMERICAL,
+    EXIT_OK,
+    EXIT_SIGINT,
+    EXIT_SIGTERM,
+    EXIT_STOPPED_UNSAVED,
+)
 from trainer.presets import PRESETS
 
 DOC = (REPO / "docs" / "trainer.md").read_text()
@@ -22,7 +29,7 @@ def test_every_config_key_is_documented(key: str) -> None:
     assert f"`{key}`" in DOC
 
 
-CODES = {EXIT_OK, EXIT_BAD_INPUT, EXIT_NUMERICAL, EXIT_SIGINT, EXIT_SIGTERM}
+CODES = {EXIT_OK, EXIT_BAD_INPUT, EXIT_NUMERICAL, EXIT_STOPPED_UNSAVED, EXIT_SIGINT, EXIT_SIGTERM}
 
 
 def listed_codes(help_text: str) -> set[int]:

@@ -15,7 +15,13 @@ import pytest
 
 from tests.trainer.trainer_helpers import QUICK, REPO, records, subprocess_env
 from trainer import checkpoint
-from trainer.errors import EXIT_BAD_INPUT, EXIT_NUMERICAL, EXIT_SIGINT, EXIT_SIGTERM
+from trainer.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_NUMERICAL,
+    EXIT_SIGINT,
+    EXIT_SIGTERM,
+    EXIT_STOPPED_UNSAVED,
+)
 from trainer.launch import exit_code_for
 
 # Rank 0's first checkpoint write stalls this long: longer than torchrun's 30 s kill.
@@ -97,7 +103,7 @@ def test_a_signal_while_the_launcher_starts_ends_it_at_once() -> None:
     time.sleep(0.5)  # importing torch
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == EXIT_SIGTERM, err[-3000:]
+    assert proc.returncode == EXIT_STOPPED_UNSAVED, err[-3000:]
     # before torchrun started its workers, or before they could catch it: nothing to save
     assert "before the workers" in err and "nothing" in err and "Traceback" not in err
 
@@ -126,9 +132,14 @@ def test_a_signal_right_after_the_run_finished_leaves_exit_0(tmp_path: Path) -> 
     ("codes", "received", "expected"),
     [
         ([143, 143], None, EXIT_SIGTERM),  # node 1's workers stop because node 0 was stopped
-        ([143, -15], signal.SIGTERM, EXIT_SIGTERM),
-        ([-15], signal.SIGTERM, EXIT_SIGTERM),  # killed before the trainer's handler existed
-        ([-2, 130], signal.SIGINT, EXIT_SIGINT),
+        # a worker killed before the trainer's handler existed saved nothing, and a collective
+        # checkpoint without it cannot be whole: not "resume me"
+        ([143, -15], signal.SIGTERM, EXIT_STOPPED_UNSAVED),
+        ([-15], signal.SIGTERM, EXIT_STOPPED_UNSAVED),
+        ([-2, 130], signal.SIGINT, EXIT_STOPPED_UNSAVED),
+        ([4, 143], None, EXIT_STOPPED_UNSAVED),  # a rank without --ckpt-dir
+        ([130, 130], signal.SIGINT, EXIT_SIGINT),
+        ([2, 4], None, EXIT_BAD_INPUT),
         ([2, -15], None, EXIT_BAD_INPUT),  # torchrun stopped the other rank
         ([3, -9], None, EXIT_NUMERICAL),
         ([2, 143], None, EXIT_BAD_INPUT),  # bad input is not "resume me"
