@@ -31,7 +31,10 @@ def register(sub: Any) -> None:
             "Write a CycloneDX 1.6 SBOM of the image of CELL (or IMAGE, when a lock record names "
             "it): every wheel as pkg:pypi with the sha256 its wheelhouse lock pinned, every OS "
             "package as pkg:deb/pkg:rpm with its distro, the base image by digest, the CUDA "
-            "libraries with their SASS/PTX. Validated against the CycloneDX schema. "
+            "libraries with their SASS/PTX, the bundled trainer; each with the NTIA minimum "
+            "elements (supplier, version, identifiers, the image's dependency on it; the SBOM's "
+            "author and timestamp) and the licence its package states (none where it states "
+            "none: docs/build.md). Validated against the CycloneDX schema. "
             "--provenance also writes an in-toto statement with a SLSA v1 provenance predicate."
         ),
     )

@@ -13,7 +13,15 @@ cyclonedx-python-lib and checked with its JSON-schema validator).
   wheel's own Maintainer/Author for Python packages, the registry for a base image, NVIDIA for
   the CUDA libraries of nvidia-* wheels and the CUDA toolkit;
 - the base image (and the parent of an extended image) as `pkg:oci` with its digest;
-- every CUDA library with its SASS and PTX lists as properties.
+- every CUDA library with its SASS and PTX lists as properties, versioned by the wheel whose
+  directory holds it (torchao/... -> torchao's version) or the toolkit directory it lies in
+  (cuda-12.8/...), else `unknown (...)` saying why;
+- the first-party parts: the image as the metadata component (version: its cell; supplier: its
+  vendor label; licence: its licenses label) and the bundled trainer payload (trainimg's code,
+  version from its label);
+- licences as each package states them (licenses.py), none where it states none;
+- the SBOM's author (trainimg) and tool (trainimg and its version), and the image's dependency
+  on every component (the NTIA minimum elements; tests/sbom/test_sbom_ntia.py runs sbomaudit).
 The serial number and timestamp derive from the image id and build time, so the same image
 always gets the same document.
 """
@@ -28,7 +36,7 @@ from typing import Any
 from cyclonedx.model import HashAlgorithm, HashType, Property, XsUri
 from cyclonedx.model.bom import Bom
 from cyclonedx.model.component import Component, ComponentType
-from cyclonedx.model.contact import OrganizationalEntity
+from cyclonedx.model.contact import OrganizationalContact, OrganizationalEntity
 from cyclonedx.output.json import JsonV1Dot6
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
@@ -38,7 +46,8 @@ from packaging.utils import canonicalize_name
 from builder import __version__
 from builder.build.lock import BuildRecord
 from builder.errors import TrainimgError
-from builder.spec import layout
+from builder.sbom import licenses
+from builder.spec import labels, layout
 
 PROPERTY = "trainimg"
 SCHEMA = SchemaVersion.V1_6
@@ -55,6 +64,7 @@ def _supplier(name: str, url: str | None = None) -> OrganizationalEntity:
 UNKNOWN_SUPPLIER = "unknown (no Maintainer or Author in its metadata)"
 NVIDIA = _supplier("NVIDIA Corporation", "https://www.nvidia.com/")
 TRAINIMG = _supplier("trainimg")
+UNKNOWN_VERSION = "unknown (no distribution in the inventory holds this file)"
 
 
 def upstream(pkg: Mapping[str, str]) -> str | None:
@@ -118,6 +128,7 @@ def _os_packages(inventory: Mapping[str, Any]) -> list[Component]:
                 supplier=supplier,
                 name=pkg["name"],
                 version=pkg["version"],
+                licenses=licenses.of_os_package(pkg),
                 purl=purl,
                 bom_ref=str(purl),
             )
@@ -131,17 +142,21 @@ def build_bom(image: str, record: BuildRecord, inventory: Mapping[str, Any], *, 
     bom.metadata.timestamp = dt.datetime.fromisoformat(record.built_at.replace("Z", "+00:00"))
     root = _image(image, record, cell)
     bom.metadata.component = root
+    bom.metadata.authors.add(OrganizationalContact(name="trainimg"))
     bom.metadata.tools.components.add(
         Component(
             type=ComponentType.APPLICATION, name="trainimg", version=__version__, supplier=TRAINIMG
         )
     )
     components: list[Component] = [_oci(record.base_image, record.base_digest)]
+    trainer = _trainer(record)
+    if trainer is not None:
+        components.append(trainer)
     if record.parent:
         components.append(_oci(record.parent["image_id"], record.parent.get("digest") or None))
     components += _python_packages(record, inventory)
     components += _os_packages(inventory)
-    components += _cuda_libraries(inventory)
+    components += _cuda_libraries(inventory, record)
     seen: set[str] = set()
     for c in components:
         if str(c.bom_ref) in seen:
@@ -154,11 +169,13 @@ def build_bom(image: str, record: BuildRecord, inventory: Mapping[str, Any], *, 
 
 def _image(image: str, record: BuildRecord, cell: str) -> Component:
     """The image itself, the BOM's subject: its id, hashes, engine, build time and labels."""
+    vendor = record.labels.get(labels.OCI_VENDOR)
     root = Component(
         type=ComponentType.CONTAINER,
         name=image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image,
         version=cell,
-        supplier=TRAINIMG,
+        supplier=_supplier(vendor) if vendor else TRAINIMG,
+        licenses=licenses.from_text(record.labels.get(labels.OCI_LICENSES)),
         hashes=[_sha256(record.image_id)],
         bom_ref=f"image:{record.image_id}",
         properties=[
@@ -177,14 +194,34 @@ def _image(image: str, record: BuildRecord, cell: str) -> Component:
     return root
 
 
+def _trainer(record: BuildRecord) -> Component | None:
+    """The bundled trainer payload (trainimg's own code, copied to TRAINER_HOME, no wheel): its
+    version from the image's label; an extension's record without that label names none."""
+    version = record.labels.get(labels.TRAINER_VERSION_LABEL)
+    if not version:
+        return None
+    return Component(
+        type=ComponentType.APPLICATION,
+        supplier=TRAINIMG,
+        name="trainimg-trainer",
+        version=version,
+        licenses=licenses.from_text(record.labels.get(labels.OCI_LICENSES)),
+        bom_ref=f"trainimg:trainer@{version}",
+        properties=[
+            Property(
+                name=f"{PROPERTY}:path", value=f"{layout.TRAINER_HOME}/{layout.TRAINER_MODULE}"
+            )
+        ],
+    )
+
+
 def _python_packages(record: BuildRecord, inventory: Mapping[str, Any]) -> list[Component]:
     """Every locked wheel with its pinned sha256, then each installed distribution the lock
     does not name (marked as not from the wheelhouse lock)."""
     components: list[Component] = []
     locked = {canonicalize_name(pin.partition("==")[0]): pin for pin in record.wheels}
-    authors = {
-        canonicalize_name(d["name"]): d.get("author") or "" for d in inventory.get("python") or ()
-    }
+    dists = {canonicalize_name(d["name"]): d for d in inventory.get("python") or ()}
+    authors = {name: d.get("author") or "" for name, d in dists.items()}
 
     def supplier(name: str) -> OrganizationalEntity:
         return _supplier(authors.get(canonicalize_name(name)) or UNKNOWN_SUPPLIER)
@@ -197,6 +234,7 @@ def _python_packages(record: BuildRecord, inventory: Mapping[str, Any]) -> list[
                 supplier=supplier(name),
                 name=canonicalize_name(name),
                 version=version,
+                licenses=licenses.of_wheel(dists.get(canonicalize_name(name))),
                 purl=PackageURL("pypi", None, canonicalize_name(name), version),
                 hashes=[_sha256(sha)],
                 bom_ref=wheel_purl(pin),
@@ -213,6 +251,7 @@ def _python_packages(record: BuildRecord, inventory: Mapping[str, Any]) -> list[
                 supplier=supplier(name),
                 name=name,
                 version=dist["version"],
+                licenses=licenses.of_wheel(dist),
                 purl=purl,
                 bom_ref=str(purl),
                 properties=[
@@ -223,19 +262,51 @@ def _python_packages(record: BuildRecord, inventory: Mapping[str, Any]) -> list[
     return components
 
 
+def _owner(path: str, inventory: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The distribution that installed the library: the one whose RECORD lists it (inventories
+    read since issue 34), else the one named like the site-packages directory holding it
+    (torchao/_C.so -> torchao); None for a file no one distribution owns (nvidia/<lib>/ is a
+    namespace directory, named for no wheel)."""
+    dists = inventory.get("python") or ()
+    for d in dists:
+        if path in (d.get("libraries") or ()):
+            return dict(d)
+    top = path.split("/site-packages/", 1)[-1].split("/", 1)[0] if "/site-packages/" in path else ""
+    for d in dists:
+        if top and top != "nvidia" and canonicalize_name(d["name"]) == canonicalize_name(top):
+            return dict(d)
+    return None
+
+
 def _library_supplier(path: str, inventory: Mapping[str, Any]) -> OrganizationalEntity:
-    """NVIDIA for the nvidia-* wheels and the CUDA toolkit; else the wheel whose directory holds
-    the library (torch/lib/... -> torch's maintainer)."""
+    """NVIDIA for the nvidia-* wheels and the CUDA toolkit; else the maintainer of the wheel
+    that installed the library (torch/lib/... -> torch's)."""
+    owner = _owner(path, inventory)
     if "/site-packages/nvidia/" in path or path.startswith(layout.CUDA_LINK):  # and cuda-<ver>
         return NVIDIA
-    top = path.split("/site-packages/", 1)[-1].split("/", 1)[0] if "/site-packages/" in path else ""
-    for d in inventory.get("python") or ():
-        if top and canonicalize_name(d["name"]) == canonicalize_name(top) and d.get("author"):
-            return _supplier(d["author"])
+    if owner is not None and owner.get("author"):
+        return _supplier(owner["author"])
     return _supplier(UNKNOWN_SUPPLIER)
 
 
-def _cuda_libraries(inventory: Mapping[str, Any]) -> list[Component]:
+def _library_version(path: str, inventory: Mapping[str, Any], record: BuildRecord) -> str:
+    """The version of what ships the library: the wheel that installed it (_owner), the CUDA
+    toolkit directory (cuda-12.8/...) or the cell's CUDA behind the /usr/local/cuda link (not
+    cuda-compat: its libraries follow a driver's version); else unknown."""
+    owner = _owner(path, inventory)
+    if owner is not None:
+        return str(owner["version"])
+    if "/compat/" in path:
+        return UNKNOWN_VERSION
+    for part in path.split("/"):
+        if part.startswith("cuda-") and part[5:6].isdigit():
+            return part[5:]
+    if path.startswith(layout.CUDA_LINK + "/") and record.cuda:
+        return record.cuda
+    return UNKNOWN_VERSION
+
+
+def _cuda_libraries(inventory: Mapping[str, Any], record: BuildRecord) -> list[Component]:
     """The CUDA libraries found in the image, with the SASS and PTX they carry."""
     components: list[Component] = []
     for lib in inventory.get("cuda_libraries") or ():
@@ -244,6 +315,7 @@ def _cuda_libraries(inventory: Mapping[str, Any]) -> list[Component]:
                 type=ComponentType.LIBRARY,
                 supplier=_library_supplier(lib["path"], inventory),
                 name=lib["path"].rsplit("/", 1)[-1],
+                version=_library_version(lib["path"], inventory, record),
                 bom_ref=f"file:{lib['path']}",
                 properties=[
                     Property(name=f"{PROPERTY}:path", value=lib["path"]),

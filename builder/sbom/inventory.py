@@ -1,7 +1,16 @@
 """What an SBOM needs from inside an image, read by one short container run: /etc/os-release,
 the OS packages (dpkg-query or rpm, each with its source package: Debian's advisories are keyed
 by it), the Python distributions of the venv (with their author or maintainer), and the
-SASS/PTX of every CUDA library (the fatbin reader, builder/arches/fatbin.py, in a second run)."""
+SASS/PTX of every CUDA library (the fatbin reader, builder/arches/fatbin.py, in a second run).
+Each distribution lists the shared objects its RECORD installed: a CUDA library's SBOM
+component takes the version and supplier of the wheel that installed it.
+
+Licences, as each package states them: an rpm's License tag; a deb's machine-readable
+(DEP-5) /usr/share/doc/<package>/copyright, the License of its `Files: *` paragraph (dpkg keeps
+no licence field; a free-form copyright file gives none); a wheel's License-Expression, else its
+one-line License, else its `License ::` classifiers. Inventories recorded before this capture
+have no licence keys: their components carry no licence (builder/sbom/licenses.py).
+"""
 
 from __future__ import annotations
 
@@ -13,9 +22,30 @@ from builder.engines.roles import ContainerRunner
 from builder.spec.layout import VENV_PYTHON
 
 INVENTORY_PROBE = r"""
-import json, shutil, subprocess
+import json, os, shutil, subprocess
 import importlib.metadata as md
 out = {"os_release": {}, "packages": [], "package_type": None, "python": []}
+
+
+def dep5_license(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(200000)
+    except OSError:
+        return ""
+    if not text.startswith("Format:"):
+        return ""
+    for para in text.split("\n\n"):
+        fields = {}
+        for line in para.splitlines():
+            key, sep, value = line.partition(":")
+            if sep and not line[:1].isspace():
+                fields[key.strip().lower()] = value.strip()
+        if fields.get("files") == "*" and fields.get("license"):
+            return fields["license"][:200]
+    return ""
+
+
 with open("/etc/os-release") as fh:
     for line in fh:
         key, sep, value = line.strip().partition("=")
@@ -28,16 +58,22 @@ if shutil.which("dpkg-query"):
                           capture_output=True, text=True, check=True).stdout
     for line in text.splitlines():
         name, version, arch, source, source_version = line.split("\t")
-        out["packages"].append({"name": name, "version": version, "arch": arch,
-                                "source": source, "source_version": source_version})
+        pkg = {"name": name, "version": version, "arch": arch, "source": source,
+               "source_version": source_version}
+        lic = dep5_license("/usr/share/doc/" + name + "/copyright")
+        if lic:
+            pkg["license"] = lic
+        out["packages"].append(pkg)
 elif shutil.which("rpm"):
     out["package_type"] = "rpm"
-    fmt = "%{NAME}\t%{EPOCH}\t%{VERSION}-%{RELEASE}\t%{ARCH}\t%{SOURCERPM}\n"
+    fmt = "%{NAME}\t%{EPOCH}\t%{VERSION}-%{RELEASE}\t%{ARCH}\t%{SOURCERPM}\t%{LICENSE}\n"
     text = subprocess.run(["rpm", "-qa", "--qf", fmt], capture_output=True, text=True,
                           check=True).stdout
     for line in text.splitlines():
-        name, epoch, version, arch, source = line.split("\t")
+        name, epoch, version, arch, source, lic = line.split("\t")
         pkg = {"name": name, "version": version, "arch": arch}
+        if lic not in ("(none)", ""):
+            pkg["license"] = lic
         if source not in ("(none)", ""):
             pkg["source"] = source
         if epoch not in ("(none)", ""):
@@ -46,9 +82,17 @@ elif shutil.which("rpm"):
 for d in md.distributions():
     who = (d.metadata["Maintainer"] or d.metadata["Author"] or d.metadata["Maintainer-email"]
            or d.metadata["Author-email"] or "")
+    lic = str(d.metadata["License-Expression"] or d.metadata["License"] or "").strip()
     out["python"].append({"name": d.metadata["Name"], "version": d.version,
                           "installer": (d.read_text("INSTALLER") or "").strip(),
-                          "author": " ".join(str(who).split())[:200]})
+                          "author": " ".join(str(who).split())[:200],
+                          "license": lic[:200] if "\n" not in lic else "",
+                          "license_classifiers": sorted(
+                              c for c in d.metadata.get_all("Classifier") or ()
+                              if c.startswith("License ::")),
+                          "libraries": sorted(
+                              os.path.normpath(str(d.locate_file(f))) for f in d.files or ()
+                              if ".so" in f.name)})
 print(json.dumps(out, sort_keys=True))
 """
 

@@ -30,6 +30,8 @@ PREFIX = "io.trainimg"
 # OCI's pre-defined annotation keys: github.com/opencontainers/image-spec, annotations.md.
 OCI_PREFIX = "org.opencontainers.image"
 OCI_REF_NAME_LABEL = f"{OCI_PREFIX}.ref.name"
+OCI_VENDOR = f"{OCI_PREFIX}.vendor"  # the project's vendor: the image's SBOM supplier
+OCI_LICENSES = f"{OCI_PREFIX}.licenses"  # the project's licence: the image's and trainer's
 
 # What a cell says about its image (labels() below).
 CELL_LABEL = f"{PREFIX}.cell"

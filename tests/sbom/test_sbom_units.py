@@ -6,7 +6,6 @@ entry with its sha256; OS packages carry their distro; the same image gives the 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,28 +14,7 @@ from cyclonedx.validation.json import JsonStrictValidator
 
 from builder.build.lock import BuildRecord
 from builder.sbom import cyclonedx, provenance
-
-DATA = Path(__file__).resolve().parents[1] / "data" / "sbom"
-CELL = "debian12-cpu-py3.11-torch2.13.0-runtime"
-
-
-@pytest.fixture(scope="module")
-def record() -> BuildRecord:
-    return BuildRecord.from_json(json.loads((DATA / "cpu_record.json").read_text())["record"])
-
-
-@pytest.fixture(scope="module")
-def inventory() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((DATA / "cpu_inventory.json").read_text())
-    return data
-
-
-@pytest.fixture(scope="module")
-def text(record: BuildRecord, inventory: dict[str, Any]) -> str:
-    """The document, made once: the schema validation in sbom_json costs ~1.8 CPU-s a call."""
-    return cyclonedx.sbom_json(
-        cyclonedx.build_bom(f"localhost/trainimg:{CELL}", record, inventory, cell=CELL)
-    )
+from tests.sbom.conftest import CELL
 
 
 @pytest.fixture
@@ -91,7 +69,9 @@ def test_every_component_has_a_supplier(doc: dict[str, Any]) -> None:
     assert deb["supplier"] == {"name": "Debian GNU/Linux", "url": ["https://www.debian.org/"]}
     torch = next(c for r, c in by_ref.items() if r.startswith("pkg:pypi/torch@"))
     assert torch["supplier"]["name"] != cyclonedx.UNKNOWN_SUPPLIER  # the wheel's own metadata
-    assert doc["metadata"]["component"]["supplier"]["name"] == "trainimg"
+    # the image: its vendor label (the project's vendor); the tool and the trainer: trainimg
+    assert doc["metadata"]["component"]["supplier"]["name"] == "ML platform team"
+    assert by_ref["trainimg:trainer@0.1.0"]["supplier"]["name"] == "trainimg"
 
 
 def test_base_image_and_cuda_libraries(record: BuildRecord, doc: dict[str, Any]) -> None:
