@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import secrets
 import sys
 from typing import Any
@@ -47,6 +48,20 @@ when trainimg refuses to start (the reason and the fix on stderr). Ctrl-C, SIGTE
 stop the container the same way; should trainimg itself die, a watchdog stops and removes the
 container.
 """
+
+
+# what podman and docker read as a size (go-units RAMInBytes): 512, 64m, 8g, 1.5GiB
+_SIZE = re.compile(r"^(\d+(?:\.\d+)?) ?([kKmMgGtTpP])?[iI]?[bB]?$")
+
+
+def _shm_size(text: str) -> str:
+    m = _SIZE.match(text)
+    if m is None or float(m.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(
+            f"not a size: {text!r} (expected a number and an optional unit b, k, m, g or t, "
+            "e.g. 8g)"
+        )
+    return text
 
 
 def register(sub: Any) -> None:
@@ -105,7 +120,11 @@ def register(sub: Any) -> None:
         help="an /etc/hosts entry in the container (nodes without DNS; repeatable)",
     )
     p.add_argument(
-        "--shm-size", metavar="SIZE", help="a private /dev/shm of SIZE instead of --ipc=host"
+        "--shm-size",
+        type=_shm_size,
+        metavar="SIZE",
+        help="a private /dev/shm of SIZE (e.g. 8g: a number and an optional unit b, k, m, g, "
+        "t) instead of --ipc=host",
     )
     p.add_argument(
         "--stop-timeout",

@@ -294,6 +294,9 @@ CASES |= {
         says="--attest-key is used only with --sign",
     ),
     "run-gpus-nonsense": case("run", CELL, *M, "--gpus", "nonsense", says="--gpus 'nonsense'"),
+    "run-shm-size-a-word": case(
+        "run", CELL, *M, "--shm-size", "lots", says="--shm-size: not a size: 'lots'"
+    ),
     "run-stop-timeout-negative": case(
         "run", CELL, *M, "--stop-timeout", "-1", says="--stop-timeout -1: expected seconds"
     ),
