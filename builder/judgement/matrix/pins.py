@@ -67,7 +67,8 @@ def _nvidia_pins_kept(cell: Cell, today: dt.date) -> Iterator[Finding]:
         yield Finding(
             "cuda.pins",
             WARN,
-            f"cuda.{cell.cuda.version if cell.cuda else ''}.{cell.os.family} pins one build of {names}: "
+            f"cuda.{cell.cuda.version if cell.cuda else ''}.{cell.os.family} pins one build of "
+            f"{names}: "
             "no fact says NVIDIA's repository (or a mirror of it) keeps every build of it, so "
             "a repository without that build fails the os stage",
             remediation="pin its driver branch series (e.g. cuda-compat-12-8: '570.*', checked "
