@@ -193,9 +193,8 @@ def _os(r: Reader, key: str, value: Any) -> m.OsSpec:
         if version is None and family in EL_FAMILIES:
             r.fail(
                 pkp,
-                f"missing required key 'version': dnf installs {name} on {family.upper()}, "
-                f"pinned to the series EL guarantees (e.g. '{ver}') or one build "
-                "[EPOCH:]VERSION-RELEASE",
+                f"missing required key 'version': dnf installs {name} on {family.upper()}, pinned "
+                f"to the series EL guarantees (e.g. '{ver}') or one build [EPOCH:]VERSION-RELEASE",
             )
         if version is None:
             python[ver] = m.Pin(name, "")
