@@ -123,7 +123,7 @@ class Builder:
             self.journal.tag(engine, name, result.image_id, plan.cell_tag)
             info = engine.inspect_image(result.image_id)
             record = _record(plan, info, engine, _now())
-            if plan.cell.os.family == "el9":  # what dnf really installed, for matrix check
+            if plan.cell.os.distro.is_el:  # what dnf really installed, for matrix check
                 record = dataclasses.replace(record, packages=rpm_packages(engine, result.image_id))
             self.journal.commit(name, lambda: lockfile.update(self.lock_path, name, record))
             return Outcome(

@@ -194,3 +194,25 @@ BRANCH_SERIES_SOURCE = NVIDIA_CUDA_IMAGE_12_8_1  # installs cuda-compat-12-8 unp
 def kept_in_every_build(package: str) -> bool:
     """Whether NVIDIA's repository keeps every build of `package` (EXACT_PIN_KEPT)."""
     return EXACT_PIN_KEPT.fullmatch(package) is not None
+
+
+# NVIDIA's CUDA repository directory for each EL family: rhel9 for EL9, rhel10 for EL10 (NVIDIA
+# publishes both, and its driver installation guide lists RHEL 10 / Rocky Linux 10). A cell
+# whose family points dnf at another family's directory gets packages built for another glibc.
+NVIDIA_REPO_HOST = "https://developer.download.nvidia.com/compute/cuda/repos/"
+CUDA_REPO_DIRS: dict[str, str] = {"el9": "rhel9", "el10": "rhel10"}
+CUDA_REPO_DIRS_SOURCE = Source(
+    "https://developer.download.nvidia.com/compute/cuda/repos/rhel10/x86_64/ and .../rhel9/"
+    "x86_64/ (the repository indexes); "
+    "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/ (RHEL 10, Rocky "
+    "Linux 10); read 2026-12-03"
+)
+
+
+def wrong_repo_dir(family: str, url: str) -> str | None:
+    """The directory `url` should name, where it is NVIDIA's own repository of another family
+    (None if it fits, or is a mirror this cannot judge)."""
+    want = CUDA_REPO_DIRS.get(family)
+    if want is None or not url.startswith(NVIDIA_REPO_HOST):
+        return None
+    return None if url[len(NVIDIA_REPO_HOST) :].split("/")[0] == want else want

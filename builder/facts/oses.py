@@ -27,11 +27,15 @@ OS_RELEASE_SOURCE = Source(
 )
 
 
+# The Enterprise Linux families: dnf and rpm, OS packages pinned by the series EL guarantees.
+EL_FAMILIES = ("el9", "el10")
+
+
 @dataclass(frozen=True)
 class Distro:
     key: str
     name: str
-    family: str  # el9 | debian: picks the OS-family template
+    family: str  # el9 | el10 | debian: keys the CUDA repository and the package rules
     glibc: Version
     gcc_majors: tuple[int, ...]  # gcc majors the distribution's own repositories ship
     pythons: tuple[str, ...]  # python3.X interpreters in the distribution's repositories
@@ -48,6 +52,18 @@ class Distro:
     # Debian's suite (codename): what debootstrap fetches for the offline base; "" elsewhere
     # (no offline base recipe).
     codename: str = ""
+    # The OS-family template (images/templates/<template>.Containerfile.j2); "" is the
+    # family's own. EL10 renders through the EL9 one: dnf, rpm and the repository layout are
+    # the same, and what differs (package names, compiler, CUDA repository) is data.
+    template: str = ""
+
+    @property
+    def template_family(self) -> str:
+        return self.template or self.family
+
+    @property
+    def is_el(self) -> bool:
+        return self.family in EL_FAMILIES
 
     @property
     def os_release(self) -> tuple[str, str]:
@@ -107,6 +123,35 @@ EL9_REPOS_KEEP_CURRENT_MINOR = Source(
 )
 
 
+# EL10 (read 2026-12-03): RHEL 10 GA May 2025, maintenance to 2035-05-31 (Red Hat's life-cycle
+# page); its system compiler is GCC 14, glibc 2.39, and Python 3.12 is the system python3
+# (packages python3 and python3-devel; no python3.12 side package, no dnf modules). UBI 10 and
+# Rocky Linux 10 follow RHEL 10's dates (Rocky: its version wiki, unconfirmed here).
+_RHEL10_BASE = Source(
+    "https://docs.redhat.com/en/documentation/red_hat_enterprise_linux/10/html/"
+    "10.0_release_notes/ (GCC 14, glibc 2.39, Python 3.12 as python3; read 2026-12-03)"
+)
+_RHEL_LIFECYCLE = "https://access.redhat.com/support/policy/updates/errata"
+
+
+def _el10(key: str, name: str, os_release_id: str, eol_source: str) -> Distro:
+    """An EL10 rebuild: RHEL 10's glibc, compiler and Python; rendered by the EL9 template."""
+    return Distro(
+        key,
+        name,
+        "el10",
+        Version("2.39"),
+        (14,),
+        ("3.12",),
+        dt.date(2035, 5, 31),
+        _RHEL10_BASE,
+        Source(f"{eol_source} (read 2026-12-03)", confirmed=eol_source == _RHEL_LIFECYCLE),
+        os_release_id=os_release_id,
+        version_id="10",
+        template="el9",
+    )
+
+
 DISTROS: dict[str, Distro] = {
     d.key: d
     for d in (
@@ -135,6 +180,8 @@ DISTROS: dict[str, Distro] = {
             ("crb",),
             _CRB,
         ),
+        _el10("ubi10", "Red Hat Universal Base Image 10", "rhel", _RHEL_LIFECYCLE),
+        _el10("rocky10", "Rocky Linux 10", "rocky", "https://wiki.rockylinux.org/rocky/version/"),
         Distro(
             "debian12",
             "Debian 12 (bookworm)",
@@ -164,3 +211,27 @@ EOL_WARN_DAYS = 180
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 DEBIAN_SECURITY_MIRROR = "http://deb.debian.org/debian-security"
 GLIBC_SOURCE = _RHEL9_BASE
+# Where a family's glibc and system compiler are read (EL10's from RHEL 10's release notes).
+_GLIBC_SOURCES = {"el10": _RHEL10_BASE}
+
+
+def glibc_source(distro: Distro) -> Source:
+    """The source of `distro`'s glibc and system gcc."""
+    return _GLIBC_SOURCES.get(distro.family, GLIBC_SOURCE)
+
+
+# EL10's repositories keep the current minor's builds only, as EL9's: the same Rocky policy
+# (its `10` tree serves the current minor), and package names and series stay for the life of
+# RHEL 10 (python3 stays 3.12, the system gcc 14: RHEL 10's release notes).
+EL10_REPOS_KEEP_CURRENT_MINOR = Source(
+    "https://wiki.rockylinux.org/rocky/version/ (only the latest minor is maintained) and "
+    "https://docs.redhat.com/en/documentation/red_hat_enterprise_linux/10/html/"
+    "10.0_release_notes/ (read 2026-12-03)",
+    confirmed=False,
+)
+_REPOS_KEEP = {"el10": EL10_REPOS_KEEP_CURRENT_MINOR}
+
+
+def repos_keep_source(distro: Distro) -> Source:
+    """The source that says `distro`'s repositories keep only the current minor's builds."""
+    return _REPOS_KEEP.get(distro.family, EL9_REPOS_KEEP_CURRENT_MINOR)

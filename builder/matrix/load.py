@@ -10,7 +10,7 @@ from packaging.version import InvalidVersion, Version
 from builder.facts import drivers as driver_rules
 from builder.facts.driver_version import DriverVersion
 from builder.facts.gpus import GPUS
-from builder.facts.oses import DISTROS
+from builder.facts.oses import DISTROS, EL_FAMILIES
 from builder.matrix import model as m
 from builder.matrix import validate as v
 from builder.matrix.mirrors import TOP as TOP_MIRRORS
@@ -111,7 +111,7 @@ def _pins(
     for key, version in d.items():
         name = r.text(key, keypath_join(kp, key), v.PACKAGE)
         ikp = keypath_join(kp, key)
-        if os_family == "el9":
+        if os_family in EL_FAMILIES:
             pins.append(_el9_os_pin(r, version, ikp, name))
         else:
             pins.append(m.Pin(name, _package_version(r, version, ikp, pattern, name)))
@@ -157,7 +157,7 @@ def _el9_os_pin(r: Reader, value: Any, kp: str, name: str) -> m.Pin:
 
 def version_pattern(family: str) -> v.Pattern:
     """How an OS family's package manager spells a pinned version."""
-    return v.RPM_VERSION if family == "el9" else v.PACKAGE_VERSION
+    return v.RPM_VERSION if family in EL_FAMILIES else v.PACKAGE_VERSION
 
 
 def _os(r: Reader, key: str, value: Any) -> m.OsSpec:
@@ -190,15 +190,15 @@ def _os(r: Reader, key: str, value: Any) -> m.OsSpec:
         p = r.mapping(pin, pkp, ("package",), ("version",))
         version = p.get("version")
         name = r.text(p["package"], f"{pkp}.package", v.PACKAGE)
-        if version is None and family == "el9":
+        if version is None and family in EL_FAMILIES:
             r.fail(
                 pkp,
-                f"missing required key 'version': dnf installs {name} on EL9, pinned to the "
-                f"series EL guarantees (e.g. '{ver}') or one build [EPOCH:]VERSION-RELEASE",
+                f"missing required key 'version': dnf installs {name} on {family.upper()}, pinned "
+                f"to the series EL guarantees (e.g. '{ver}') or one build [EPOCH:]VERSION-RELEASE",
             )
         if version is None:
             python[ver] = m.Pin(name, "")
-        elif family == "el9":
+        elif family in EL_FAMILIES:
             python[ver] = _el9_os_pin(r, version, f"{pkp}.version", name)
         else:
             python[ver] = m.Pin(name, _package_version(r, version, f"{pkp}.version", pattern, name))
@@ -266,7 +266,7 @@ def _cuda(r: Reader, key: str, value: Any) -> m.CudaSpec:
     if len(version.release) != 3 or version.local:
         r.fail(kp, f"CUDA versions are MAJOR.MINOR.PATCH, e.g. 12.8.1: got {key!r}")
     repos: dict[str, m.CudaRepo] = {}
-    for family, spec in r.mapping(value, kp, (), ("el9", "debian")).items():
+    for family, spec in r.mapping(value, kp, (), (*EL_FAMILIES, "debian")).items():
         fkp = keypath_join(kp, family)
         d = r.mapping(spec, fkp, ("repo", "gpgkey", "gpgkey_sha256", "runtime"), ("devel",))
         repo = r.text(d["repo"], f"{fkp}.repo", v.URL)
@@ -290,7 +290,7 @@ def _cuda(r: Reader, key: str, value: Any) -> m.CudaSpec:
 def _nvidia_pins(r: Reader, value: Any, kp: str, family: str) -> tuple[m.Pin, ...]:
     """NVIDIA's packages: exact (VERSION or [EPOCH:]VERSION-RELEASE) or, on EL9, a branch
     series ('570.*': dnf takes the newest build of the branch, the build checks it after)."""
-    if family != "el9" or value is None:
+    if family not in EL_FAMILIES or value is None:
         return _pins(r, value, kp, version_pattern(family))
     pins = []
     for key, version in r.mapping(value, kp, open_keys=True).items():

@@ -124,11 +124,11 @@ def apply_mirrors(matrix: m.Matrix, mirrors: m.Mirrors, r: Reader) -> m.Matrix:
         spec = oses.get(key)
         if spec is None:
             r.fail(kp, f"no OS {key!r} in {matrix.path} (oses: {', '.join(oses)})")
-        if spec.family != "el9":
+        if not spec.distro.is_el:
             r.fail(
                 kp,
                 f"{key} is a {spec.family} OS whose base already holds every package its "
-                "cells need (its builds install none): only EL9 OSes take a mirror",
+                "cells need (its builds install none): only EL (EL9, EL10) OSes take a mirror",
             )
         missing = [repo for repo in spec.devel_repos if repo not in mirror.repos]
         if missing:

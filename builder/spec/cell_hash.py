@@ -55,6 +55,7 @@ def cell_hash(cell: Cell, project: Project) -> str:
                     [[p.name, p.version] for p in repo.devel],
                 ]
                 for fam, repo in sorted(cell.cuda.repos.items())
+                if fam == cell.os.family  # another family's repository is not the cell's
             }
             if cell.cuda
             else None

@@ -29,12 +29,12 @@ class OsInstall:
 
 def os_install(cell: Cell) -> OsInstall:
     py = cell.os.python.get(cell.python)
-    os_pins = [py] if py is not None and (py.version or cell.os.family == "el9") else []
+    os_pins = [py] if py is not None and (py.version or cell.os.distro.is_el) else []
     os_pins += list(cell.os.packages)
     repo = cell.cuda.repos.get(cell.os.family) if cell.cuda else None
     devel: list[Pin] = []
     if cell.flavour == "devel":
         devel += cell.os.devel_packages
         devel += repo.devel if repo else ()
-    gcc = cell.os.gcc.get(cell.gcc, ()) if cell.os.family == "el9" else ()
+    gcc = cell.os.gcc.get(cell.gcc, ()) if cell.os.distro.is_el else ()
     return OsInstall(tuple(os_pins), tuple(gcc), repo, tuple(devel))

@@ -143,7 +143,7 @@ def layout_vars() -> dict[str, Any]:
 
 
 def render_cell(jenv: jinja2.Environment, cell: Cell, project: Project) -> str:
-    name = f"{cell.os.family}.Containerfile.j2"
+    name = f"{cell.os.distro.template_family}.Containerfile.j2"
     try:
         template = jenv.get_template(name)
         text = template.render(template_vars(cell, project))

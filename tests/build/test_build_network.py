@@ -35,9 +35,11 @@ def build(ws: Workspace, tmp_path: Path) -> Run:
 
 def test_which_cells_download_in_their_os_stage(ws: Workspace) -> None:
     downloads = {cell.name: os_install(cell).downloads for cell in ws.cells}
-    el9 = {n for n in downloads if ws.cell(n).os.family == "el9"}
-    assert len(el9) == 19 and all(downloads[n] for n in el9)
-    assert not any(downloads[n] for n in downloads if n not in el9)  # the Debian base has all
+    el = {n for n in downloads if ws.cell(n).os.distro.is_el}
+    assert len([n for n in el if ws.cell(n).os.family == "el9"]) == 19
+    assert len([n for n in el if ws.cell(n).os.family == "el10"]) == 3
+    assert all(downloads[n] for n in el)
+    assert not any(downloads[n] for n in downloads if n not in el)  # the Debian base has all
 
 
 def test_el9_cell_as_readme_builds_it_gets_a_network_for_its_os_stage_only(build: Run) -> None:

@@ -129,7 +129,7 @@ def test_a_mirrors_file_overrides_the_matrix(tmp_path: Path) -> None:
         (
             MIRRORS.replace("    rocky9:", "    debian12:"),
             "mirrors.oses.debian12",
-            "only EL9 OSes take a mirror",
+            "only EL (EL9, EL10) OSes take a mirror",
         ),
         (
             MIRRORS.replace("gpgkey_sha256: " + KEY_SHA, "gpgkey_sha256: 1234"),

@@ -98,6 +98,16 @@ def _cuda_repo(cell: Cell, today: dt.date) -> Iterator[Finding]:
             sources=(MATRIX_YAML,),
             subject="cuda",
         )
+    elif (want := cuda_rules.wrong_repo_dir(fam, cell.cuda.repos[fam].repo)) is not None:
+        yield Finding(
+            "cuda.repo",
+            BLOCK,
+            f"cuda.{cell.cuda.version}.{fam}.repo is {cell.cuda.repos[fam].repo}: the {fam} "
+            f"family's packages are in NVIDIA's {want} repository",
+            remediation=f"use {cuda_rules.NVIDIA_REPO_HOST}{want}/x86_64",
+            sources=(cuda_rules.CUDA_REPO_DIRS_SOURCE, MATRIX_YAML),
+            subject="cuda",
+        )
     elif cell.flavour == "devel" and not cell.cuda.repos[fam].devel:
         yield Finding(
             "cuda.repo",

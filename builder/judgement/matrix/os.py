@@ -6,7 +6,7 @@ import datetime as dt
 from collections.abc import Iterator
 
 from builder.facts import torch_builds
-from builder.facts.oses import EOL_WARN_DAYS, GLIBC_SOURCE
+from builder.facts.oses import EOL_WARN_DAYS, glibc_source
 from builder.facts.sources import MATRIX_YAML
 from builder.judgement.finding import Finding
 from builder.judgement.registry import check
@@ -58,7 +58,7 @@ def _os_gcc(cell: Cell, today: dt.date) -> Iterator[Finding]:
             "os.gcc",
             BLOCK,
             f"{d.name} ships gcc {', '.join(map(str, d.gcc_majors))}, not gcc {cell.gcc}",
-            sources=(GLIBC_SOURCE,),
+            sources=(glibc_source(d),),
             subject="gcc",
         )
     elif cell.gcc not in cell.os.gcc:
@@ -76,7 +76,7 @@ def _os_gcc(cell: Cell, today: dt.date) -> Iterator[Finding]:
             "os.gcc",
             OK,
             f"devel flavour installs gcc {cell.gcc}: {pins}",
-            sources=(GLIBC_SOURCE,),
+            sources=(glibc_source(d),),
             subject="gcc",
         )
 
@@ -90,7 +90,7 @@ def _os_glibc(cell: Cell, today: dt.date) -> Iterator[Finding]:
         "os.glibc",
         OK if d.glibc >= floor else BLOCK,
         f"{d.name} has glibc {d.glibc}; torch's manylinux_2_28 wheels need >= {floor}",
-        sources=(GLIBC_SOURCE, torch_builds.MANYLINUX_SOURCE),
+        sources=(glibc_source(d), torch_builds.MANYLINUX_SOURCE),
         subject="os",
     )
 

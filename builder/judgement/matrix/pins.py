@@ -7,7 +7,7 @@ import datetime as dt
 from collections.abc import Iterator
 
 from builder.facts.cuda import BRANCH_SERIES_SOURCE, EXACT_PIN_KEPT_SOURCE, kept_in_every_build
-from builder.facts.oses import EL9_REPOS_KEEP_CURRENT_MINOR
+from builder.facts.oses import repos_keep_source
 from builder.facts.sources import MATRIX_YAML
 from builder.judgement.finding import Finding
 from builder.judgement.matrix.apply import LOCK_RECORD, LastBuild
@@ -25,8 +25,8 @@ def _os_pins(cell: Cell) -> list[Pin]:
 
 @check("os.pins", "matrix")
 def _os_pins_kept(cell: Cell, today: dt.date) -> Iterator[Finding]:
-    """EL9 OS packages pin what EL keeps serving (a series, or one build from a snapshot)"""
-    if cell.os.family != "el9":
+    """EL OS packages pin what EL keeps serving (a series, or one build from a snapshot)"""
+    if not cell.os.distro.is_el:
         return
     builds = [p for p in _os_pins(cell) if not p.series]
     if builds and cell.os.mirror is None:
@@ -39,7 +39,7 @@ def _os_pins_kept(cell: Cell, today: dt.date) -> Iterator[Finding]:
             "the next errata",
             remediation="pin the version series EL guarantees (e.g. '3.12', '11'), or build "
             "from a dated snapshot that keeps the build (matrix.yaml mirrors:)",
-            sources=(EL9_REPOS_KEEP_CURRENT_MINOR,),
+            sources=(repos_keep_source(cell.os.distro),),
             subject="os",
         )
         return
@@ -47,8 +47,9 @@ def _os_pins_kept(cell: Cell, today: dt.date) -> Iterator[Finding]:
     yield Finding(
         "os.pins",
         OK,
-        f"OS packages pinned to the series EL9 keeps serving ({series}), checked after install",
-        sources=(EL9_REPOS_KEEP_CURRENT_MINOR,),
+        f"OS packages pinned to the series {cell.os.family.upper()} keeps serving ({series}), "
+        "checked after install",
+        sources=(repos_keep_source(cell.os.distro),),
         subject="os",
     )
 
@@ -57,7 +58,7 @@ def _os_pins_kept(cell: Cell, today: dt.date) -> Iterator[Finding]:
 def _nvidia_pins_kept(cell: Cell, today: dt.date) -> Iterator[Finding]:
     """NVIDIA's packages are pinned exactly only where its repository keeps every build"""
     repo = os_install(cell).cuda_repo
-    if repo is None or cell.os.family != "el9":
+    if repo is None or not cell.os.distro.is_el:
         return
     pins = [*repo.runtime, *(repo.devel if cell.flavour == "devel" else ())]
     loose = [p for p in pins if not p.series and not kept_in_every_build(p.name)]
@@ -66,7 +67,8 @@ def _nvidia_pins_kept(cell: Cell, today: dt.date) -> Iterator[Finding]:
         yield Finding(
             "cuda.pins",
             WARN,
-            f"cuda.{cell.cuda.version if cell.cuda else ''}.el9 pins one build of {names}: "
+            f"cuda.{cell.cuda.version if cell.cuda else ''}.{cell.os.family} pins one build of "
+            f"{names}: "
             "no fact says NVIDIA's repository (or a mirror of it) keeps every build of it, so "
             "a repository without that build fails the os stage",
             remediation="pin its driver branch series (e.g. cuda-compat-12-8: '570.*', checked "
