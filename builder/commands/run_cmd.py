@@ -54,6 +54,9 @@ container.
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?) ?([kKmMgGtTpP])?[iI]?[bB]?$")
 
 
+_SHM_HELP = "a private /dev/shm of SIZE (e.g. 8g; units b, k, m, g, t) instead of --ipc=host"
+
+
 def _shm_size(text: str) -> str:
     m = _SIZE.match(text)
     if m is None or float(m.group(1)) <= 0:
@@ -119,13 +122,7 @@ def register(sub: Any) -> None:
         metavar="NAME:IP",
         help="an /etc/hosts entry in the container (nodes without DNS; repeatable)",
     )
-    p.add_argument(
-        "--shm-size",
-        type=_shm_size,
-        metavar="SIZE",
-        help="a private /dev/shm of SIZE (e.g. 8g: a number and an optional unit b, k, m, g, "
-        "t) instead of --ipc=host",
-    )
+    p.add_argument("--shm-size", type=_shm_size, metavar="SIZE", help=_SHM_HELP)
     p.add_argument(
         "--stop-timeout",
         type=int,
