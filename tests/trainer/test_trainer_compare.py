@@ -13,7 +13,7 @@ from tests.trainer.test_trainer_png import decode
 from tests.trainer.trainer_helpers import QUICK, RunCli, records
 from trainer import compare, compare_run, config, figure, machine
 from trainer.distributed import Dist
-from trainer.errors import EXIT_NUMERICAL, BadInput
+from trainer.errors import EXIT_NUMERICAL, EXIT_STOPPED_UNSAVED, BadInput
 from trainer.plot import PALETTE, RED
 
 CURVE = {1: 5.5, 2: 5.0, 3: 4.6, 4: 4.3, 5: 4.1, 6: 4.0}
@@ -141,7 +141,9 @@ def test_a_signal_stops_both_sides_and_still_writes_what_they_trained(
     res = run_cli(
         "train", *QUICK, "--compare", "bf16,fp8-fwd", "--steps", "4", "--ckpt-dir", str(tmp_path)
     )
-    assert res.code == 143, res.err
+    # compare runs write no checkpoint: a stop saves nothing, so 4, not 143 (docs/trainer.md)
+    assert res.code == EXIT_STOPPED_UNSAVED, res.err
+    assert "nothing saved" in res.err and "--resume" not in res.err
     summary = json.loads((tmp_path / "compare_bf16_vs_fp8-fwd.json").read_text())
     assert {s["side"]: s["status"] for s in summary["stopped"]} == {
         "bf16": "interrupted",
