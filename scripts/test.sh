@@ -24,7 +24,7 @@ usage: scripts/test.sh [--quick] [PYTEST-ARGS...]
   --quick      the unit tests only: pytest -m "$QUICK_MARKS"
                in one process; no setup unless .venv is missing, no lint, types or drift
                check; fewer generated examples (TRAINIMG_TEST_QUICK=1); prints the CPU
-               seconds it used: 27.6 on this 2-core machine (docs/testing.md)
+               seconds it used: 33.5 on this 2-core machine (docs/testing.md)
   -h, --help   this text
 
 Extra arguments go to pytest, e.g. scripts/test.sh --quick -k render
