@@ -18,11 +18,12 @@ import html
 from collections.abc import Iterable
 
 from builder.host.shown import printable
-from builder.judgement.severity import BLOCK, OK, WARN, Severity
+from builder.judgement.severity import BLOCK, OK, WARN
 from builder.preflight.report import (
     HostReport,
     count_line,
     reason_counts,
+    reason_groups,
     verdict_counts,
 )
 
@@ -96,15 +97,11 @@ def _counts(reports: list[HostReport]) -> list[str]:
 
 def _groups(reports: list[HostReport]) -> list[str]:
     """The hosts that warn or block, by deciding reason and fix (as the text report's)."""
-    groups: dict[tuple[Severity, str, str], list[HostReport]] = {}
-    for r in reports:
-        if r.top is not None:
-            groups.setdefault((r.top.severity, r.top.code, r.top.remediation), []).append(r)
-    if not groups:
+    ranked = reason_groups(reports)
+    if not ranked:
         return []
     head = "".join(f"<th>{h}</th>" for h in ("verdict", "reason", "hosts", "finding", "fix"))
     out = ["<h2>By reason</h2>", "<table>", f"<tr>{head}</tr>"]
-    ranked = sorted(groups.items(), key=lambda kv: (-kv[0][0].rank, -len(kv[1]), kv[0][1]))
     for (sev, code, fix), members in ranked:
         top = members[0].top
         assert top is not None

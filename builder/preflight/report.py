@@ -236,18 +236,23 @@ def render_host(report: HostReport, target: str | None, *, wide: bool = False) -
 GROUP_NAMES = 8  # hosts named in a reason group of the fleet summary (then "and N more")
 
 
-def _group_lines(reports: list[HostReport]) -> list[str]:
-    """The fleet's hosts that warn or block, grouped by their deciding reason and its fix:
-    worst first, then the most hosts; each group's fix printed once."""
+def reason_groups(
+    reports: list[HostReport],
+) -> list[tuple[tuple[Severity, str, str], list[HostReport]]]:
+    """The hosts that warn or block, grouped by (severity, reason code, fix) of the finding
+    that decides them: worst first, then the most hosts (the text and HTML reports' groups)."""
     groups: dict[tuple[Severity, str, str], list[HostReport]] = {}
     for r in reports:
         top = r.top
         if top is not None:
             groups.setdefault((top.severity, top.code, top.remediation), []).append(r)
+    return sorted(groups.items(), key=lambda kv: (-kv[0][0].rank, -len(kv[1]), kv[0][1]))
+
+
+def _group_lines(reports: list[HostReport]) -> list[str]:
+    """The fleet's reason groups as text, each group's fix printed once."""
     out: list[str] = []
-    for (sev, code, fix), members in sorted(
-        groups.items(), key=lambda kv: (-kv[0][0].rank, -len(kv[1]), kv[0][1])
-    ):
+    for (sev, code, fix), members in reason_groups(reports):
         names = [m.host for m in members[:GROUP_NAMES]]
         more = len(members) - len(names)
         named = ", ".join(names) + (f" and {more} more" if more else "")

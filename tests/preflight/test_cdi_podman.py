@@ -54,6 +54,13 @@ def _predicted(spec: CdiSpec, podman: Version) -> bool:
     )
 
 
+def _installed_podman() -> Version:
+    shown = subprocess.run(["podman", "--version"], capture_output=True, text=True, timeout=30)
+    found = re.search(r"(\d+\.\d+\.\d+)", shown.stdout)
+    assert found, shown.stdout
+    return Version(found.group(1))
+
+
 @pytest.fixture(scope="module")
 def podman(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """podman with a store of this module's own, holding `localhost/tini`."""
@@ -101,10 +108,7 @@ def _run_with_spec(podman: list[str], spec_file: Path) -> subprocess.CompletedPr
 def test_podman_parses_exactly_the_specs_the_facts_say(
     podman: list[str], tmp_path: Path, version: str, gids: bool
 ) -> None:
-    shown = subprocess.run(["podman", "--version"], capture_output=True, text=True, timeout=30)
-    found = re.search(r"(\d+\.\d+\.\d+)", shown.stdout)
-    assert found, shown.stdout
-    installed = Version(found.group(1))
+    installed = _installed_podman()
     spec_file = tmp_path / "nvidia.yaml"
     spec_file.write_text(_spec(version, gids))
     spec = cdi_spec(str(spec_file), spec_file.read_text())
@@ -121,8 +125,5 @@ def test_podman_parses_exactly_the_specs_the_facts_say(
 def test_debians_podman_is_the_one_the_facts_were_measured_on() -> None:
     """The negative cases above mean something only where this podman parses less than the
     newest spec: 4.3's row (CDI library v0.5.x, specs up to 0.5.0)."""
-    shown = subprocess.run(["podman", "--version"], capture_output=True, text=True, timeout=30)
-    found = re.search(r"(\d+\.\d+\.\d+)", shown.stdout)
-    assert found, shown.stdout
-    row = cdiv.podman_newest_spec(Version(found.group(1)))
-    assert row is not None and row.newest_spec == Version("0.5.0"), (shown.stdout, row)
+    row = cdiv.podman_newest_spec(_installed_podman())
+    assert row is not None and row.newest_spec == Version("0.5.0"), row
