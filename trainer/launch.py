@@ -22,7 +22,9 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import sys
+import threading
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from types import FrameType
@@ -102,11 +104,14 @@ class Forwarder:
     runs and the agent stops at once.
     """
 
-    def __init__(self, original: object) -> None:
+    def __init__(self, original: object, watchdog: Watchdog | None = None) -> None:
         self.original = original
         self.received: int | None = None
+        self.watchdog = watchdog
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if self.watchdog is not None:
+            self.watchdog.answered.set()
         workers = _children(os.getpid())
         if not workers:
             assert callable(self.original)
@@ -127,38 +132,76 @@ class Early(BaseException):
         self.signum = signum
 
 
-def _stop_early(signum: int, frame: FrameType | None) -> None:
-    raise Early(signum)
-
-
-def _early_exit(signum: int) -> int:
+def _early_exit(signum: int, why: str = "") -> int:
     print(
         f"trainer.launch: exit {EXIT_STOPPED_UNSAVED}: signal {signum} before the workers "
-        "started: nothing was saved",
+        f"started{why}: nothing was saved",
         file=sys.stderr,
+        flush=True,
     )
     return EXIT_STOPPED_UNSAVED
+
+
+class Watchdog:
+    """A stop signal the main thread cannot answer, because it is blocked in C++.
+
+    Python runs a signal handler only between bytecodes: a launcher blocked in torch's
+    rendezvous (the TCPStore connect to node 0, which retries until its timeout, 60 s to
+    10 min) would hold a SIGTERM that long, past the sender's grace period. The C-level
+    handler still writes the signal's number to the wakeup fd at once, and torch releases the
+    GIL while it waits: this thread reads it, gives the main thread `patience` seconds to
+    answer (a handler that sets `answered`), and if it has not and there are no workers (so
+    nothing to checkpoint), ends the launcher with exit 4, stopped with nothing saved.
+    """
+
+    def __init__(self, patience: float = 5.0) -> None:
+        self.patience = patience
+        self.answered = threading.Event()
+        self._read, self._write = socket.socketpair()
+        self._write.setblocking(False)
+        self._previous = signal.set_wakeup_fd(self._write.fileno(), warn_on_full_buffer=False)
+        threading.Thread(target=self._watch, name="trainer.launch-watchdog", daemon=True).start()
+
+    def _watch(self) -> None:
+        while data := self._read.recv(64):
+            stops = [s for s in data if s in (signal.SIGTERM, signal.SIGINT)]
+            if stops and not self.answered.wait(self.patience) and not _children(os.getpid()):
+                code = _early_exit(stops[0], " (the launcher was blocked in torch's rendezvous)")
+                os._exit(code)
+            self.answered.clear()
+        self._read.close()
+
+    def close(self) -> None:
+        signal.set_wakeup_fd(self._previous)
+        self._write.close()  # ends the thread (recv returns b"")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     # First of all: as a container's pid 1 the launcher would otherwise ignore SIGTERM (the
     # kernel drops signals pid 1 has no handler for) until torchrun installs its own
-    previous = {s: signal.signal(s, _stop_early) for s in (signal.SIGTERM, signal.SIGINT)}
+    watchdog = Watchdog()
+
+    def stop_early(signum: int, frame: FrameType | None) -> None:
+        watchdog.answered.set()
+        raise Early(signum)
+
+    previous = {s: signal.signal(s, stop_early) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        return _launch(argv)
+        return _launch(argv, watchdog)
     except Early as exc:
         return _early_exit(exc.signum)
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+        watchdog.close()
 
 
-def _launch(argv: Sequence[str] | None) -> int:
+def _launch(argv: Sequence[str] | None, watchdog: Watchdog | None = None) -> int:
     from torch.distributed import run
     from torch.distributed.elastic.multiprocessing import api
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-    forwarder = Forwarder(api._terminate_process_handler)
+    forwarder = Forwarder(api._terminate_process_handler, watchdog)
     api._terminate_process_handler = forwarder
     try:
         run.main(list(argv) if argv is not None else sys.argv[1:])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -106,6 +107,41 @@ def test_a_signal_while_the_launcher_starts_ends_it_at_once() -> None:
     assert proc.returncode == EXIT_STOPPED_UNSAVED, err[-3000:]
     # before torchrun started its workers, or before they could catch it: nothing to save
     assert "before the workers" in err and "nothing" in err and "Traceback" not in err
+
+
+@pytest.mark.integration
+def test_a_signal_while_the_launcher_waits_in_the_rendezvous_ends_it_in_seconds() -> None:
+    """Node 1 of a two-node job whose rendezvous host (node 0) accepts the connection and never
+    answers, as a stopped node 0 leaves it: the launcher waits in torch's C++ store client,
+    which defers Python's signal handlers until its timeout (a job stopped while it started
+    used to run past Slurm's grace, seen in CI). The watchdog ends it: exit 4 in seconds."""
+    with socket.socket() as host:
+        host.bind(("127.0.0.1", 0))
+        host.listen(8)
+        host.settimeout(120)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "trainer.launch", "--nnodes", "2", "--nproc-per-node", "1",
+             "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{host.getsockname()[1]}",
+             "--rdzv-id", "t", "--rdzv-conf", "is_host=false", "-m", "trainer", "train",
+             *QUICK, "--steps", "3"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(),
+            cwd=REPO,
+        )  # fmt: skip
+        try:
+            conn, _ = host.accept()  # the launcher is in the store client now
+            with conn:
+                time.sleep(1)
+                sent = time.monotonic()
+                proc.send_signal(signal.SIGTERM)
+                _, err = proc.communicate(timeout=60)  # torch's own timeout is 60 s to 10 min
+                took = time.monotonic() - sent
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == EXIT_STOPPED_UNSAVED, err[-3000:]
+    assert "blocked in torch's rendezvous" in err and "nothing was saved" in err, err[-3000:]
+    assert took < 30, took  # the watchdog's 5 s patience, then exit
 
 
 @pytest.mark.integration
