@@ -104,14 +104,13 @@ class Forwarder:
     runs and the agent stops at once.
     """
 
-    def __init__(self, original: object, watchdog: Watchdog | None = None) -> None:
+    def __init__(self, original: object, watchdog: Watchdog) -> None:
         self.original = original
         self.received: int | None = None
         self.watchdog = watchdog
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
-        if self.watchdog is not None:
-            self.watchdog.answered.set()
+        self.watchdog.answered.set()
         workers = _children(os.getpid())
         if not workers:
             assert callable(self.original)
@@ -196,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         watchdog.close()
 
 
-def _launch(argv: Sequence[str] | None, watchdog: Watchdog | None = None) -> int:
+def _launch(argv: Sequence[str] | None, watchdog: Watchdog) -> int:
     from torch.distributed import run
     from torch.distributed.elastic.multiprocessing import api
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError

@@ -127,9 +127,7 @@ def _clean_slate(cluster: SlurmCluster, local_podman: Any) -> Iterator[None]:
     deadline = time.monotonic() + 60
     while _running(local_podman) and time.monotonic() < deadline:
         time.sleep(1)
-    names = local_podman.podman("ps", "-a", "--filter", f"label={RUN_LABEL}", "--format",
-                                "{{.Names}}").split()  # fmt: skip
-    for name in names:
+    for name in _job_containers(local_podman):
         local_podman.podman("rm", "--force", "--time", "0", name, check=False)
 
 
@@ -188,10 +186,17 @@ def _why(cluster: SlurmCluster, info: dict[str, str], text: str) -> str:
     return f"{state}\n--- output ---\n{text[-3000:]}\n{cluster.logs()}"
 
 
+def _job_containers(local_podman: Any) -> list[str]:
+    """The names of the containers of trainimg jobs, running or not."""
+    names: str = local_podman.podman(
+        "ps", "-a", "--filter", f"label={RUN_LABEL}", "--format", "{{.Names}}"
+    )
+    return names.split()
+
+
 def _no_containers(local_podman: Any) -> None:
     """No container of the job is left, and no root filesystem of one is still mounted."""
-    names = local_podman.podman("ps", "-a", "--filter", f"label={RUN_LABEL}", "--format",
-                                "{{.Names}}").split()  # fmt: skip
+    names = _job_containers(local_podman)
     assert names == [], names
     overlay = f"{local_podman.root}/storage/overlay/"
     mounted = [

@@ -4,12 +4,14 @@ period (not torchrun's 30 s), and a signal after the run finished leaves exit 0.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -42,13 +44,34 @@ if os.environ.get("RANK") == "0":
 """
 
 
-def _launch(*argv: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "trainer.launch", "--standalone", "--nproc_per_node", "2",
-         "-m", "trainer", "train", *argv],
+STANDALONE = ("--standalone", "--nproc_per_node", "2")  # the launcher's own arguments
+
+
+@contextlib.contextmanager
+def _launched(
+    *argv: str, launcher: Sequence[str] = STANDALONE, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[str]]:
+    """`python -m trainer.launch LAUNCHER -m trainer train ARGV`, killed on the way out if it
+    is still running (a failed assertion leaves no launcher behind)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainer.launch", *launcher, "-m", "trainer", "train", *argv],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=env or subprocess_env(), cwd=REPO,
     )  # fmt: skip
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _terminate(proc: subprocess.Popen[str], timeout: float) -> tuple[str, float]:
+    """SIGTERM to the launcher: its stderr, and the seconds it took to exit."""
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=timeout)
+    return err, time.monotonic() - sent
 
 
 def _wait_for_records(proc: subprocess.Popen[str], metrics: Path, count: int) -> None:
@@ -71,21 +94,13 @@ def test_sigterm_gives_the_workers_the_whole_grace_and_every_rank_waits(tmp_path
     env = subprocess_env()
     env["PYTHONPATH"] = f"{hook}{os.pathsep}{env['PYTHONPATH']}"
     ckpt, metrics = tmp_path / "ck", tmp_path / "m.jsonl"
-    proc = _launch(
+    with _launched(
         *QUICK, "--preset", "bf16", "--steps", "100000", "--parallel", "fsdp",
         "--checkpoint-interval", "0", "--ckpt-dir", str(ckpt), "--metrics-file", str(metrics),
         env=env,
-    )  # fmt: skip
-    try:
+    ) as proc:  # fmt: skip
         _wait_for_records(proc, metrics, 3)
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=180)
-        took = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        err, took = _terminate(proc, 180)
     assert proc.returncode == EXIT_SIGTERM, err[-3000:]
     assert took >= SLOW_WRITE_S, took
     assert "Traceback" not in err and err.count("checkpoint saved in") == 2, err[-3000:]
@@ -100,10 +115,9 @@ def test_sigterm_gives_the_workers_the_whole_grace_and_every_rank_waits(tmp_path
 def test_a_signal_while_the_launcher_starts_ends_it_at_once() -> None:
     """As a container's pid 1 the launcher would ignore SIGTERM until torchrun's handler exists
     (the kernel drops what pid 1 does not handle); it handles it from its first line instead."""
-    proc = _launch(*QUICK, "--steps", "100000")
-    time.sleep(0.5)  # importing torch
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
+    with _launched(*QUICK, "--steps", "100000") as proc:
+        time.sleep(0.5)  # importing torch
+        err, _ = _terminate(proc, 60)
     assert proc.returncode == EXIT_STOPPED_UNSAVED, err[-3000:]
     # before torchrun started its workers, or before they could catch it: nothing to save
     assert "before the workers" in err and "nothing" in err and "Traceback" not in err
@@ -119,26 +133,16 @@ def test_a_signal_while_the_launcher_waits_in_the_rendezvous_ends_it_in_seconds(
         host.bind(("127.0.0.1", 0))
         host.listen(8)
         host.settimeout(120)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "trainer.launch", "--nnodes", "2", "--nproc-per-node", "1",
-             "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{host.getsockname()[1]}",
-             "--rdzv-id", "t", "--rdzv-conf", "is_host=false", "-m", "trainer", "train",
-             *QUICK, "--steps", "3"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(),
-            cwd=REPO,
+        node1 = (
+            "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+            "--rdzv-endpoint", f"127.0.0.1:{host.getsockname()[1]}", "--rdzv-id", "t",
+            "--rdzv-conf", "is_host=false",
         )  # fmt: skip
-        try:
+        with _launched(*QUICK, "--steps", "3", launcher=node1) as proc:
             conn, _ = host.accept()  # the launcher is in the store client now
             with conn:
                 time.sleep(1)
-                sent = time.monotonic()
-                proc.send_signal(signal.SIGTERM)
-                _, err = proc.communicate(timeout=60)  # torch's own timeout is 60 s to 10 min
-                took = time.monotonic() - sent
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+                err, took = _terminate(proc, 60)  # torch's own timeout is 60 s to 10 min
     assert proc.returncode == EXIT_STOPPED_UNSAVED, err[-3000:]
     assert "blocked in torch's rendezvous" in err and "nothing was saved" in err, err[-3000:]
     assert took < 30, took  # the watchdog's 5 s patience, then exit
