@@ -38,7 +38,7 @@ from builder.errors import TrainimgError
 COMMANDS: dict[str, str] = {
     "matrix": "list, explain and check the compatibility matrix",
     "render": "render one Containerfile per cell into images/ (--check: list drift, write nothing)",
-    "base": "make the offline base image(s) for local OSes (debootstrap -> engine import)",
+    "base": "make the offline base image(s) for local OSes (debootstrap -> engine load)",
     "wheelhouse": "fill a wheelhouse (local wheels + pip download) for air-gapped builds",
     "build": "build cells' images (podman-py or docker SDK), tag and record them",
     "extend": "a child image of a built cell with extra wheels that replace nothing it locked",

@@ -3,7 +3,7 @@
 #
 # On a fresh machine without a GPU or a container registry (the CPU path):
 #   scripts/setup.sh -> isolated podman under .cache/podman -> trainimg render --check ->
-#   trainimg base (debootstrap -> podman import) -> trainimg wheelhouse -> trainimg build of
+#   trainimg base (debootstrap -> podman load) -> trainimg wheelhouse -> trainimg build of
 #   project.default_cell, air-gapped from the wheelhouse -> podman run of its trainer.
 # On a host where an NVIDIA GPU answers (nvidia-smi -L) AND the GPU cell's base registry answers
 # (https://<registry>/v2/), the same script builds the default cu128 cell instead (pulling its
@@ -98,7 +98,7 @@ if [ "$MODE" = gpu ]; then
         | awk 'NR==1 {print $1}')"
     run_args=(--device nvidia.com/gpu=all)   # CDI: nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml
 else
-    say "offline base (debootstrap -> podman import)"
+    say "offline base (debootstrap -> podman load)"
     trainimg base
     say "wheelhouse (/opt/wheels + pip download, sha256-locked)"
     trainimg wheelhouse --dest .cache/wheelhouse

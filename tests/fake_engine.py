@@ -150,6 +150,9 @@ class FakeEngine:
     def import_image(self, tarball: Path, ref: str, changes: Sequence[str] = ()) -> str:
         raise NotImplementedError
 
+    def load_image(self, archive: Path) -> None:
+        raise NotImplementedError
+
     def save(self, ref: str, out: IO[bytes]) -> None:
         raise NotImplementedError
 

@@ -1,12 +1,18 @@
 """The offline base for Debian-family cells: debootstrap -> security and point-release
-updates -> trimmed rootfs -> imported through the engine's API (podman or Docker Engine).
+updates -> trimmed, normalized rootfs -> a docker-archive loaded through the engine's API
+(podman or Docker Engine).
 
 Where no registry is reachable this is the only way to get a base image. debootstrap fetches
 one suite; the security (`<suite>-security`) and updates (`<suite>-updates`) suites are then
 added and upgraded from inside the root, and the newest `Date:` of the Release files used is
 recorded (label `io.trainimg.base.lists-date`, and so in every cell's lock record): a base is
-as fresh as that date, whatever day it was imported. The rootfs tarball is cached (keyed by
-suites, mirrors and package list) so a second machine run only re-imports it.
+as fresh as that date, whatever day it was loaded. The rootfs tarball is cached (keyed by
+the recipe, suites, mirrors and package list) so a second machine run only loads it again.
+
+Reproducible: the same apt lists give the same rootfs bytes (rootfs_normalize takes the build
+host and day out; tar sorts names and clamps install-time mtimes to the lists date), and the
+same rootfs the same image id in any store (base_archive). Measured: two debootstraps of
+bookworm on one machine gave byte-identical 405 MB tarballs (benchmarks/base_repro.py).
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from builder.build.base_archive import BaseConfig, oci_arch, write_archive
+from builder.build.rootfs_normalize import epoch_of, normalize_root
 from builder.engines.roles import ImageStore
 from builder.errors import TrainimgError
 from builder.facts.oses import DEBIAN_MIRROR, DEBIAN_SECURITY_MIRROR, DISTROS
@@ -37,6 +45,9 @@ from builder.spec.labels import (
 # apt: python3.X with its venv module and headers, and the compiler torch.compile (Inductor's C++,
 # Triton's launcher) and extensions need - g++ (with gcc), make, ninja.
 INCLUDE = ("python3", "python3-venv", "python3-dev", "g++", "make", "ninja-build")
+# The recipe's own version, in its key: a change of what the rootfs holds (rootfs_normalize)
+# remakes cached tarballs and bases
+RECIPE = "2"
 ROOTFS_TRIM = (
     "var/lib/apt/lists",
     "var/cache/apt",
@@ -66,7 +77,7 @@ class BaseSpec:
 
     @property
     def key(self) -> str:
-        blob = "|".join((*self.suites, self.mirror, self.security_mirror, *self.include))
+        blob = "|".join((RECIPE, *self.suites, self.mirror, self.security_mirror, *self.include))
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     def sources_list(self) -> str:
@@ -146,15 +157,31 @@ def rootfs_tarball(spec: BaseSpec, cache_dir: Path, log: Callable[[str], None]) 
             if target.is_dir():
                 shutil.rmtree(target)
                 target.mkdir()
+        normalize_root(root, date)
         part = Path(tmp) / "rootfs.tar"
-        subprocess.run(
-            ["tar", "--numeric-owner", "--sort=name", "-C", str(root), "-cf", str(part), "."],
-            check=True,
-            timeout=600,
-        )
+        subprocess.run(tar_command(root, part, date), check=True, timeout=600)
         _meta(tarball).write_text(json.dumps({"lists_date": date, "suites": spec.suites}) + "\n")
         os.replace(part, tarball)
     return tarball
+
+
+def tar_command(root: Path, out: Path, lists_date: str) -> list[str]:
+    """GNU tar of `root` whose bytes depend on the tree alone: names sorted, numeric owners, no
+    atime/ctime (the gnu format keeps mtime only) and every mtime after the lists date clamped to
+    it (the files made at install time, the directories they went into)."""
+    return [
+        "tar",
+        "--format=gnu",
+        "--numeric-owner",
+        "--sort=name",
+        f"--mtime=@{epoch_of(lists_date)}",
+        "--clamp-mtime",
+        "-C",
+        str(root),
+        "-cf",
+        str(out),
+        ".",
+    ]
 
 
 def _meta(tarball: Path) -> Path:
@@ -168,16 +195,18 @@ def lists_date(tarball: Path) -> str:
         raise BaseImageError(f"{_meta(tarball)}: unreadable ({exc}); delete the tarball") from None
 
 
-def import_changes(spec: BaseSpec, date: str) -> tuple[str, ...]:
-    """The config an imported rootfs gets (the same through either engine)."""
-    return (
-        'CMD ["/bin/bash"]',
-        "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        # one label per change, no commas: libpod's import splits a change at commas
-        f"LABEL {BASE_SUITE_LABEL}={spec.suite}",
-        f"LABEL {BASE_SUITES_LABEL}={'+'.join(spec.suites)}",
-        f"LABEL {BASE_LISTS_DATE_LABEL}={date}",
-        f"LABEL {BASE_RECIPE_LABEL}={spec.key}",
+def base_config(spec: BaseSpec, date: str) -> BaseConfig:
+    """The config a base gets (the same through either engine)."""
+    return BaseConfig(
+        cmd=("/bin/bash",),
+        env=("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",),
+        labels={
+            BASE_SUITE_LABEL: spec.suite,
+            BASE_SUITES_LABEL: "+".join(spec.suites),
+            BASE_LISTS_DATE_LABEL: date,
+            BASE_RECIPE_LABEL: spec.key,
+        },
+        created_by=f"trainimg base: debootstrap {' '.join(spec.suites)} ({spec.key})",
     )
 
 
@@ -189,7 +218,8 @@ def make_offline_base(
     force: bool = False,
     log: Callable[[str], None] = lambda _msg: None,
 ) -> bool:
-    """Import the base as `spec.tag` unless it exists; returns True when it was (re)made."""
+    """Load the base as `spec.tag` unless it exists; returns True when it was (re)made. Its
+    image id is a function of the rootfs tarball alone (base_archive), checked after the load."""
     if engine.image_exists(spec.tag) and not force:
         recipe = engine.inspect_image(spec.tag).labels.get(BASE_RECIPE_LABEL)
         if recipe == spec.key:
@@ -197,6 +227,18 @@ def make_offline_base(
             return False
         log(f"{spec.tag} exists but was made from another recipe ({recipe}): remaking it")
     tarball = rootfs_tarball(spec, cache_dir, log)
-    log(f"import {tarball.name} -> {spec.tag}")
-    engine.import_image(tarball, spec.tag, import_changes(spec, lists_date(tarball)))
+    date = lists_date(tarball)
+    log(f"load {tarball.name} -> {spec.tag}")
+    with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".archive-") as tmp:
+        archive = Path(tmp) / "base.tar"
+        image_id = write_archive(
+            tarball, archive, spec.tag, base_config(spec, date), date, oci_arch()
+        )
+        engine.load_image(archive)
+    loaded = engine.inspect_image(spec.tag).id
+    if loaded != image_id:
+        raise BaseImageError(
+            f"{spec.tag}: the engine loaded image {loaded}, not {image_id} (the sha256 of the "
+            "config written): it rewrote the config, so the base would not be reproducible"
+        )
     return True

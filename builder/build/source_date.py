@@ -21,7 +21,8 @@ from builder.spec.labels import BASE_LISTS_DATE_LABEL
 BUILD_ARG = "SOURCE_DATE_EPOCH"
 
 
-def _epoch(text: str) -> int | None:
+def epoch_seconds(text: str) -> int | None:
+    """Seconds since the epoch of an ISO 8601 time (UTC where it names no zone); None: not one."""
     try:
         when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
@@ -35,7 +36,7 @@ def source_date_epoch(base_labels: Mapping[str, str], base_created: str = "") ->
     """Seconds since the epoch for a build on a base with these labels and creation time."""
     for text in (base_labels.get(BASE_LISTS_DATE_LABEL, ""), base_created):
         # libpod reports nanoseconds (2026-12-01T10:00:00.123456789Z): seconds are enough
-        seconds = _epoch(re.sub(r"\.\d+", "", text)) if text else None
+        seconds = epoch_seconds(re.sub(r"\.\d+", "", text)) if text else None
         if seconds is not None:
             return seconds
     return 0

@@ -25,8 +25,9 @@ def register(sub: Any) -> None:
         parents=[shared_options()],
         description=(
             "Make the base image of every OS the matrix marks `local: true`, with debootstrap "
-            "from Debian's mirror (plus the -updates and -security suites) and an import "
-            "through the engine's API (podman or Docker Engine); no container registry is "
+            "from Debian's mirror (plus the -updates and -security suites), loaded through "
+            "the engine's API (podman or Docker Engine) as a reproducible archive: the same "
+            "apt lists give the same image id in any store; no container registry is "
             f"needed. Set ${ROOT_ENV} to use an isolated podman store (as CI does); without it, "
             "the checkout's store .cache/podman is used when it exists and no engine of the "
             "host's answers (docs/build.md)."
@@ -38,7 +39,7 @@ def register(sub: Any) -> None:
         default=os.environ.get("TRAINIMG_CACHE", ".cache"),
         help="where the rootfs tarball is cached (default: $TRAINIMG_CACHE or .cache)",
     )
-    p.add_argument("--force", action="store_true", help="re-import even if the image exists")
+    p.add_argument("--force", action="store_true", help="remake the base even if the image exists")
     p.add_argument("--mirror", default=DEBIAN_MIRROR, help="the Debian mirror")
     p.set_defaults(func=run)
 

@@ -52,11 +52,11 @@ def run(args: argparse.Namespace) -> int:
             diff = ImageDiff()
             compare_config(saved[0].config, saved[1].config, diff)
             compare_layers(saved[0].diff_ids, saved[1].diff_ids, diff)
-            for i in diff.differing_layers:
-                if i < len(saved[0].layers) and i < len(saved[1].layers):
-                    diff.files[i] = compare_files(
-                        layer_entries(saved[0], i), layer_entries(saved[1], i)
-                    )
+            for i in diff.differing_layers:  # a layer one image lacks: all its files, +/-
+                diff.files[i] = compare_files(
+                    layer_entries(saved[0], i) if i < len(saved[0].layers) else {},
+                    layer_entries(saved[1], i) if i < len(saved[1].layers) else {},
+                )
     print(f"{args.image1} ({a.id[:19]}) and {args.image2} ({b.id[:19]}) differ:")
     print(diff.text(args.files))
     return 1

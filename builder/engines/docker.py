@@ -125,6 +125,14 @@ class DockerEngine(SdkEngine):
                     image_id = status
             return image_id
 
+    def _load(self, body: IO[bytes]) -> None:
+        headers = {"Content-Type": "application/x-tar"}
+        with self._posted("/images/load", {"quiet": "1"}, data=body, headers=headers) as response:
+            self._low._raise_for_status(response)
+            for item in json_lines(response):
+                if item.get("error"):
+                    raise EngineError(f"docker load: {item['error']}")
+
     def _push(self, repo: str, tag: str, creds: Credentials | None, tls_verify: bool) -> None:
         auth = None if creds is None else {"username": creds.username, "password": creds.password}
         items = self._low.push(repo, tag=tag, auth_config=auth, stream=True, decode=True)

@@ -124,6 +124,11 @@ class PodmanEngine(SdkEngine):
             r.raise_for_status()
             return str(r.json().get("Id") or "")
 
+    def _load(self, body: IO[bytes]) -> None:
+        with self._posted("/images/load", {}, data=body, headers=TAR, stream=False) as r:
+            if r.status_code >= 400:
+                raise EngineError(f"load: {human(_message(r))}")
+
     def _progress(
         self, path: str, params: Mapping[str, str], creds: Credentials | None, what: str
     ) -> None:

@@ -71,6 +71,11 @@ class ImageStore(EngineConnection, Protocol):
         """`ref` from a root filesystem tarball, with Dockerfile-style `changes`; its id."""
         ...
 
+    def load_image(self, archive: Path) -> None:
+        """Load a docker-archive (docker load / podman load) as written: its config, so its
+        image id, and its RepoTags kept."""
+        ...
+
 
 class ImageBuilder(ImageStore, Protocol):
     def build(self, request: BuildRequest, *, on_log: LogSink | None = None) -> BuildResult:

@@ -118,6 +118,9 @@ class SdkEngine:
     def _import(self, body: IO[bytes], repo: str, tag: str, changes: Sequence[str]) -> str:
         raise NotImplementedError
 
+    def _load(self, body: IO[bytes]) -> None:
+        raise NotImplementedError
+
     def _push(self, repo: str, tag: str, creds: Credentials | None, tls_verify: bool) -> None:
         raise NotImplementedError
 
@@ -246,6 +249,11 @@ class SdkEngine:
         if not image_id:
             return self.inspect_image(ref).id
         return normalize_id(image_id)
+
+    def load_image(self, archive: Path) -> None:
+        """Load a docker-archive as written (its config, so its id, and its tags kept)."""
+        with archive.open("rb") as body, self._api(f"load {archive.name}"):
+            self._load(body)
 
     # --- short containers ------------------------------------------------------------------
 

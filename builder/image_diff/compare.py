@@ -1,7 +1,9 @@
 """Where two images differ (pure): their configuration (labels, environment, user, entrypoint,
 command, creation time, history), their layer lists by diff id, and within each pair of layers
 that differ, the paths added, removed or changed, with what changed (content, mode, owner,
-mtime, link). The text says the first place a rebuild stopped being identical."""
+mtime, link); a layer only one image has lists all its files as added or removed. The history
+difference names its first differing step and both commands. The text says the first place a
+rebuild stopped being identical."""
 
 from __future__ import annotations
 
@@ -63,7 +65,7 @@ def compare_config(a: Mapping[str, Any], b: Mapping[str, Any], diff: ImageDiff) 
     ha = [h.get("created_by", "") for h in a.get("history") or ()]
     hb = [h.get("created_by", "") for h in b.get("history") or ()]
     if ha != hb:
-        diff.config.append(f"history: {len(ha)} steps -> {len(hb)} steps, and they differ")
+        diff.config.append(history_difference(ha, hb))
     elif [h.get("created") for h in a.get("history") or ()] != [
         h.get("created") for h in b.get("history") or ()
     ]:
@@ -72,6 +74,21 @@ def compare_config(a: Mapping[str, Any], b: Mapping[str, Any], diff: ImageDiff) 
         rest_a = {k: v for k, v in a.items() if k != "rootfs"}
         rest_b = {k: v for k, v in b.items() if k != "rootfs"}
         diff.config += [f"{path}: {x!r} -> {y!r}" for path, x, y in _differences(rest_a, rest_b)]
+
+
+def _step(text: str, width: int = 100) -> str:
+    one = " ".join(str(text).split())
+    return repr(one if len(one) <= width else one[: width - 1] + "…")
+
+
+def history_difference(a: list[str], b: list[str]) -> str:
+    """The first history step whose command differs (1-based, as `podman history` counts from
+    the base), both commands, and the step counts where they differ."""
+    first = next(i for i in range(max(len(a), len(b))) if a[i : i + 1] != b[i : i + 1])
+    x = _step(a[first]) if first < len(a) else "(none)"
+    y = _step(b[first]) if first < len(b) else "(none)"
+    counts = f" ({len(a)} steps -> {len(b)})" if len(a) != len(b) else ""
+    return f"history: step {first + 1} of {max(len(a), len(b))} differs{counts}: {x} -> {y}"
 
 
 def _differences(a: Any, b: Any, path: str = "") -> list[tuple[str, Any, Any]]:
@@ -93,7 +110,12 @@ def compare_layers(a: tuple[str, ...], b: tuple[str, ...], diff: ImageDiff) -> N
         db = b[i] if i < len(b) else None
         if da != db:
             diff.differing_layers.append(i)
-            diff.layers.append(f"layer {i + 1}: {str(da)[:19]}… -> {str(db)[:19]}…")
+            if da is None:
+                diff.layers.append(f"layer {i + 1}: added ({str(db)[:19]}…)")
+            elif db is None:
+                diff.layers.append(f"layer {i + 1}: removed ({str(da)[:19]}…)")
+            else:
+                diff.layers.append(f"layer {i + 1}: {da[:19]}… -> {db[:19]}…")
     if diff.layers and len(a) == len(b):
         same = len(a) - len(diff.layers)
         diff.layers.insert(0, f"{same} of {len(a)} layers the same")

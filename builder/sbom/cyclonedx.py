@@ -21,7 +21,10 @@ cyclonedx-python-lib and checked with its JSON-schema validator).
   version from its label);
 - licences as each package states them (licenses.py), none where it states none;
 - the SBOM's author (trainimg) and tool (trainimg and its version), and the image's dependency
-  on every component (the NTIA minimum elements; tests/sbom/test_sbom_ntia.py runs sbomaudit).
+  on every component (the NTIA minimum elements; tests/sbom/test_sbom_ntia.py runs sbomaudit);
+- each Python distribution's dependencies on the others, as its Requires-Dist states them
+  under the image's own Python (edges.py: torch -> filelock, jinja2, ..., nvidia-* where the
+  marker holds).
 The serial number and timestamp derive from the image id and build time, so the same image
 always gets the same document.
 """
@@ -47,6 +50,7 @@ from builder import __version__
 from builder.build.lock import BuildRecord
 from builder.errors import TrainimgError
 from builder.sbom import licenses
+from builder.sbom.edges import dependency_edges
 from builder.spec import labels, layout
 
 PROPERTY = "trainimg"
@@ -154,7 +158,8 @@ def build_bom(image: str, record: BuildRecord, inventory: Mapping[str, Any], *, 
         components.append(trainer)
     if record.parent:
         components.append(_oci(record.parent["image_id"], record.parent.get("digest") or None))
-    components += _python_packages(record, inventory)
+    python = _python_packages(record, inventory)
+    components += python
     components += _os_packages(inventory)
     components += _cuda_libraries(inventory, record)
     seen: set[str] = set()
@@ -164,6 +169,10 @@ def build_bom(image: str, record: BuildRecord, inventory: Mapping[str, Any], *, 
         seen.add(str(c.bom_ref))
         bom.components.add(c)
     bom.register_dependency(root, list(bom.components))
+    by_name = {c.name: c for c in python}
+    for name, needs in dependency_edges(inventory).items():
+        if name in by_name:
+            bom.register_dependency(by_name[name], [by_name[n] for n in needs if n in by_name])
     return bom
 
 

@@ -2,6 +2,8 @@
 the OS packages (dpkg-query or rpm, each with its source package: Debian's advisories are keyed
 by it), the Python distributions of the venv (with their author or maintainer), and the
 SASS/PTX of every CUDA library (the fatbin reader, builder/arches/fatbin.py, in a second run).
+Each distribution's Requires-Dist and the interpreter's marker environment are kept, so the
+SBOM's dependency edges are the image's own (builder/sbom/edges.py).
 Each distribution lists the shared objects its RECORD installed: a CUDA library's SBOM
 component takes the version and supplier of the wheel that installed it.
 
@@ -22,9 +24,25 @@ from builder.engines.roles import ContainerRunner
 from builder.spec.layout import VENV_PYTHON
 
 INVENTORY_PROBE = r"""
-import json, os, shutil, subprocess
+import json, os, platform, shutil, subprocess, sys
 import importlib.metadata as md
 out = {"os_release": {}, "packages": [], "package_type": None, "python": []}
+# the PEP 508 marker environment of this interpreter: the SBOM evaluates each distribution's
+# Requires-Dist markers against the image's Python, not the builder's
+impl = sys.implementation
+out["markers"] = {
+    "implementation_name": impl.name,
+    "implementation_version": "{0.major}.{0.minor}.{0.micro}".format(impl.version),
+    "os_name": os.name,
+    "platform_machine": platform.machine(),
+    "platform_python_implementation": platform.python_implementation(),
+    "platform_release": platform.release(),
+    "platform_system": platform.system(),
+    "platform_version": platform.version(),
+    "python_full_version": platform.python_version(),
+    "python_version": ".".join(platform.python_version_tuple()[:2]),
+    "sys_platform": sys.platform,
+}
 
 
 def dep5_license(path):
@@ -85,6 +103,7 @@ for d in md.distributions():
     lic = str(d.metadata["License-Expression"] or d.metadata["License"] or "").strip()
     out["python"].append({"name": d.metadata["Name"], "version": d.version,
                           "installer": (d.read_text("INSTALLER") or "").strip(),
+                          "requires": list(d.requires or ()),
                           "author": " ".join(str(who).split())[:200],
                           "license": lic[:200] if "\n" not in lic else "",
                           "license_classifiers": sorted(

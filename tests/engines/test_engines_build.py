@@ -153,7 +153,7 @@ def test_builds_the_cell_through_the_sdk(built: Built, trainer_dir: Path) -> Non
 def test_a_forced_rebuild_is_the_session_image(built: Built, cpu_image: str) -> None:
     """Identical inputs, an identical image: this module's `--force` build of the cell (every
     step from the layer cache, another repository) is the image the session built, by id.
-    tests/build/test_cold_rebuild.py rebuilds it without the cache; test_determinism.py
+    tests/build/test_cold_rebuild.py builds it cold in a second store; test_determinism.py
     rebuilds it on dockerd."""
     engine = built.connect()
     try:

@@ -10,7 +10,13 @@ import tarfile
 from pathlib import Path
 
 from builder.image_diff.archive import layer_entries, read_saved
-from builder.image_diff.compare import ImageDiff, compare_config, compare_files, compare_layers
+from builder.image_diff.compare import (
+    ImageDiff,
+    compare_config,
+    compare_files,
+    compare_layers,
+    history_difference,
+)
 
 
 def _layer(files: dict[str, tuple[bytes, int]]) -> bytes:
@@ -95,3 +101,29 @@ def test_a_difference_outside_the_named_keys_is_named_by_its_path() -> None:
     compare_config(base, other, diff)
     assert not diff.same
     assert diff.config == ["history[0].comment: 'FROM os' -> 'FROM 1a2b'"]
+
+
+def test_an_added_layer_lists_its_files_and_the_differing_step_is_named(tmp_path: Path) -> None:
+    base = _layer({"etc/os-release": (b"ID=debian\n", 0)})
+    extra = _layer({"opt/venv/new.pth": (b"import evil\n", 0), "opt/venv/bin/x": (b"#!", 0)})
+    a = read_saved(_archive(tmp_path / "a.tar", [base], {"k": "1"}, "2026-11-29T00:00:00Z"))
+    b = read_saved(_archive(tmp_path / "b.tar", [base, extra], {"k": "1"}, "2026-11-29T00:00:00Z"))
+    diff = ImageDiff()
+    compare_config(a.config, b.config, diff)
+    compare_layers(a.diff_ids, b.diff_ids, diff)
+    assert diff.differing_layers == [1]
+    assert diff.layers == [f"layer 2: added ({b.diff_ids[1][:19]}…)"]
+    assert diff.config == ["history: step 2 of 2 differs (1 steps -> 2): (none) -> 'step 1'"]
+    diff.files[1] = compare_files({}, layer_entries(b, 1))
+    text = diff.text()
+    assert "None" not in text
+    assert "+ /opt/venv/new.pth" in text and "+ /opt/venv/bin/x" in text
+
+
+def test_the_first_differing_history_step_is_named_with_both_commands() -> None:
+    a = ["FROM base", "RUN pip install torch==2.11.0", "COPY trainer/ /opt/trainer"]
+    b = ["FROM base", "RUN pip install torch==2.13.0", "COPY trainer/ /opt/trainer"]
+    assert history_difference(a, b) == (
+        "history: step 2 of 3 differs: 'RUN pip install torch==2.11.0' -> "
+        "'RUN pip install torch==2.13.0'"
+    )

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from builder.sbom.edges import dependency_edges
 from builder.sbom.inventory import INVENTORY_PROBE
 
 DEP5 = """Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
@@ -70,3 +71,6 @@ def test_the_probe_reads_licences_and_libraries_on_debian() -> None:
     torch = dists["torch"]
     assert torch["license"] or torch["license_classifiers"]
     assert any("/site-packages/torch/_C." in p for p in torch["libraries"])
+    # the interpreter's own marker environment, and the edges it gives (builder/sbom/edges.py)
+    assert inv["markers"]["python_version"] == "{}.{}".format(*sys.version_info[:2])
+    assert {"filelock", "jinja2", "sympy"} <= set(dependency_edges(inv)["torch"])
