@@ -64,6 +64,8 @@ COMMANDS: dict[str, str] = {
     "prune": "remove build-hash tags no lock record references",
     "facts": "refresh the facts data files from PyPI's own metadata (a reviewable diff; --write)",
     "completion": "print a bash, zsh or fish completion script (commands, flags, cell names)",
+    "config": "show each setting (registry, engine, wheelhouse, inventory) and where it came "
+    "from: flag, environment, config file, default",
 }
 
 

@@ -23,7 +23,13 @@ from builder.build import lock as lockfile
 from builder.build import problems
 from builder.build.builder import Builder, BuildsFailed, Outcome, Ui
 from builder.build.plan import BuildOptions, default_paths, plan_cells, refuse_bad_options
-from builder.commands.common import add_engine_options, shared_options, workspace
+from builder.commands.common import (
+    FROM_CONFIG,
+    add_engine_options,
+    shared_options,
+    wheelhouse_default,
+    workspace,
+)
 from builder.engines import proxy
 from builder.engines.base import EngineError, EngineUnavailable, short_id
 from builder.engines.build_log import STEP_LINE
@@ -62,10 +68,11 @@ def register(sub: Any) -> None:
         "--wheelhouse",
         type=Path,
         metavar="DIR",
-        default=_env_path("TRAINIMG_WHEELHOUSE") or Path(".cache/wheelhouse"),
+        default=Path(wheelhouse_default()),
         help="install wheels only from DIR (--no-index --require-hashes, no network): each "
         "cell's whole dependency closure, hash-checked against DIR/wheelhouse.lock; default: "
-        "$TRAINIMG_WHEELHOUSE or .cache/wheelhouse (`trainimg wheelhouse` fills it)",
+        "$TRAINIMG_WHEELHOUSE, else `wheelhouse` in the config file, else .cache/wheelhouse "
+        f"(`trainimg wheelhouse` fills it; {FROM_CONFIG})",
     )
     p.add_argument(
         "--network",
@@ -139,11 +146,6 @@ def _add_build_options(p: argparse.ArgumentParser) -> None:
         "content as one layer): about a third less peak disk, no layer reuse",
     )
     p.add_argument("--force", action="store_true", help="build even if the build-hash tag exists")
-
-
-def _env_path(name: str) -> Path | None:
-    value = os.environ.get(name)
-    return Path(value) if value else None
 
 
 def parse_build_args(items: list[str]) -> dict[str, str]:
