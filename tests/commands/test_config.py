@@ -113,6 +113,10 @@ def test_config_show_says_where_each_value_came_from(
     out, err = capsys.readouterr()
     assert err.startswith(f"trainimg: error: {home}:2: engine = 'dockr'") and not out
     assert "Traceback" not in err
+    home.unlink()
+    home.mkdir()  # not a file: named, exit 2
+    assert cli.main(["config", "show"]) == 2
+    assert f"{home}: cannot read the config file: Is a directory" in capsys.readouterr().err
 
 
 def test_the_commands_take_their_defaults_from_the_file(
