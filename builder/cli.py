@@ -26,7 +26,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -64,7 +66,95 @@ COMMANDS: dict[str, str] = {
     "prune": "remove build-hash tags no lock record references",
     "facts": "refresh the facts data files from PyPI's own metadata (a reviewable diff; --write)",
     "completion": "print a bash, zsh or fish completion script (commands, flags, cell names)",
+    "config": "show each setting (registry, engine, wheelhouse, inventory) and where it came "
+    "from: flag, environment, config file, default",
 }
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, wrapping at the terminal's width ($COLUMNS, as argparse reads it)
+    between words only: its default breaks at hyphens and inside long words, which cuts
+    `--no-index`, `read-only` and every cell name (rocky9-cu128-...) in two."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(
+            " ".join(text.split()), width, break_long_words=False, break_on_hyphens=False
+        )
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return textwrap.fill(
+            " ".join(text.split()),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+
+
+_HAND_LAID = re.compile(r"^(\s+)(\S+\s{2,})?")  # an indented line; its first column, if any
+
+
+def _refill(text: str, width: int, indent: str) -> list[str]:
+    """A description or epilog laid out by hand, to `width`: a paragraph of unindented
+    lines is refilled; an indented line (an example, a table row) is kept, and one past the
+    width is wrapped under its own second column (or its indent)."""
+    out: list[str] = []
+    paragraph: list[str] = []
+
+    def wrap(words: str, first: str, rest: str) -> list[str]:
+        return textwrap.wrap(words, width, initial_indent=first, subsequent_indent=rest,
+                             break_long_words=False, break_on_hyphens=False)  # fmt: skip
+
+    def flush() -> None:
+        if paragraph:
+            out.extend(wrap(" ".join(paragraph), indent, indent))
+            paragraph.clear()
+
+    for line in text.splitlines():
+        if not line.strip():
+            flush()
+            out.append("")
+            continue
+        hand = _HAND_LAID.match(line)
+        if hand is None:
+            paragraph.append(line.strip())
+            continue
+        flush()
+        lead = indent + hand.group(1)
+        if len(indent + line) <= width:
+            out.append(indent + line)
+        elif hand.group(2):  # a table row: its text under its second column
+            out.extend(wrap(line.strip(), lead, indent + " " * len(hand.group(0))))
+        else:  # an example command: its comment above it, its words continued with \
+            command, _, comment = line.strip().partition("  # ")
+            if comment:
+                out.append(f"{lead}# {comment.strip()}")
+            pieces = wrap(command.strip(), lead, lead + "    ")
+            out.extend(p if p.endswith("\\") or n == len(pieces) - 1 else p + " \\"
+                       for n, p in enumerate(pieces))  # fmt: skip
+    flush()
+    return out
+
+
+class RawDescriptionFormatter(HelpFormatter):
+    """HelpFormatter for a command whose description and epilog are laid out by hand (its
+    examples): their layout is kept (builder.cli._refill), within the width."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n".join(_refill(text, width, indent)) + "\n"
+
+
+class Parser(argparse.ArgumentParser):
+    """trainimg's parsers: HelpFormatter, or RawDescriptionFormatter where a command asks for
+    argparse's RawDescriptionHelpFormatter. Subparsers are made of the parent's class, so
+    every command's and subcommand's help wraps the same way."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        chosen = kwargs.get("formatter_class", HelpFormatter)
+        if chosen is argparse.RawDescriptionHelpFormatter:
+            chosen = RawDescriptionFormatter
+        super().__init__(*args, **{**kwargs, "formatter_class": chosen})
 
 
 class _OneCommand:
@@ -90,7 +180,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser for argv: the command it names is registered in full (its module imported),
     every other one by name and help line only. None: every command in full (tests, docs)."""
     chosen = None if argv is None else command_word(argv)
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="trainimg",
         description="Build, prove and run pinned GPU training images from a compatibility matrix.",
     )

@@ -33,6 +33,10 @@ pytest_plugins = ["pytester", "tests.engine_fixtures", "tests.cuda_fixtures"]
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("TRAINIMG_TEST_CACHE", REPO / ".cache" / "test"))
+# A developer's own settings (builder/config.py) never reach a test, nor the trainimg processes
+# tests start: a config home with no config file in it, and no $TRAINIMG_REGISTRY.
+os.environ["XDG_CONFIG_HOME"] = str(CACHE / "empty-config-home")
+os.environ.pop("TRAINIMG_REGISTRY", None)
 BASE_TAG = "localhost/trainimg-base:bookworm"
 
 

@@ -235,6 +235,22 @@ def plan_cells(
     return plans
 
 
+def plan_each(
+    ws: Workspace, cells: Sequence[Cell], engine: RegistryTransfer, opts: BuildOptions
+) -> tuple[list[BuildPlan], dict[str, str]]:
+    """`build --keep-going`: each cell planned on its own, so one that cannot start (drift, a
+    wheel its closure lacks, its base missing, a network it cannot build with) does not stop
+    the others. (The plans, in cell order; each refused cell: why.)"""
+    plans: list[BuildPlan] = []
+    refused: dict[str, str] = {}
+    for cell in cells:
+        try:
+            plans += plan_cells(ws, [cell], engine, opts)
+        except TrainimgError as exc:
+            refused[cell.name] = str(exc)
+    return plans, refused
+
+
 def default_paths(ws: Workspace, opts: BuildOptions) -> tuple[Path, Path]:
     lock_path = opts.lock_path or ws.root / lockfile.DEFAULT_PATH
     work_dir = opts.work_dir or ws.root / ".cache" / "build"

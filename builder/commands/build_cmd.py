@@ -16,14 +16,27 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
 from builder.build import lock as lockfile
 from builder.build import problems
 from builder.build.builder import Builder, BuildsFailed, Outcome, Ui
-from builder.build.plan import BuildOptions, default_paths, plan_cells, refuse_bad_options
-from builder.commands.common import add_engine_options, shared_options, workspace
+from builder.build.plan import (
+    BuildOptions,
+    default_paths,
+    plan_cells,
+    plan_each,
+    refuse_bad_options,
+)
+from builder.commands.common import (
+    FROM_CONFIG,
+    add_engine_options,
+    shared_options,
+    wheelhouse_default,
+    workspace,
+)
 from builder.engines import proxy
 from builder.engines.base import EngineError, EngineUnavailable, short_id
 from builder.engines.build_log import STEP_LINE
@@ -62,10 +75,11 @@ def register(sub: Any) -> None:
         "--wheelhouse",
         type=Path,
         metavar="DIR",
-        default=_env_path("TRAINIMG_WHEELHOUSE") or Path(".cache/wheelhouse"),
+        default=Path(wheelhouse_default()),
         help="install wheels only from DIR (--no-index --require-hashes, no network): each "
         "cell's whole dependency closure, hash-checked against DIR/wheelhouse.lock; default: "
-        "$TRAINIMG_WHEELHOUSE or .cache/wheelhouse (`trainimg wheelhouse` fills it)",
+        "$TRAINIMG_WHEELHOUSE, else `wheelhouse` in the config file, else .cache/wheelhouse "
+        f"(`trainimg wheelhouse` fills it; {FROM_CONFIG})",
     )
     p.add_argument(
         "--network",
@@ -98,6 +112,15 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--quiet", "-q", action="store_true", help="show only build steps, not their output"
+    )
+    p.add_argument(
+        "--keep-going",
+        "-k",
+        action="store_true",
+        help="a cell that cannot start (drift, a wheel missing from the wheelhouse, its base "
+        "not in the store, a network it cannot build with) does not stop the others: they "
+        "build, and the end lists every failed cell with its reason (a failing build never "
+        "stops the others). Exit 2 when a cell could not start, else 1 when a build failed",
     )
     p.add_argument(
         "--plan",
@@ -139,11 +162,6 @@ def _add_build_options(p: argparse.ArgumentParser) -> None:
         "content as one layer): about a third less peak disk, no layer reuse",
     )
     p.add_argument("--force", action="store_true", help="build even if the build-hash tag exists")
-
-
-def _env_path(name: str) -> Path | None:
-    value = os.environ.get(name)
-    return Path(value) if value else None
 
 
 def parse_build_args(items: list[str]) -> dict[str, str]:
@@ -190,28 +208,49 @@ def _size(n: int) -> str:
     return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
 
 
-def summary(console: Console, outcomes: list[Outcome]) -> None:
-    table = Table(title="trainimg build", title_justify="left")
-    for col in ("cell", "result", "time", "image", "size", "cached steps"):
-        table.add_column(col)
-    styles = {"built": "green", "skipped": "blue", "failed": "red", "cancelled": "yellow"}
-    for o in outcomes:
-        table.add_row(
+_STYLES = {"built": "green", "skipped": "blue", "failed": "red", "cancelled": "yellow"}
+
+
+def _summary_table(outcomes: list[Outcome], width: int) -> Table:
+    """The summary as one row per cell when that fits `width`; else each cell's name and
+    result on one line and the other columns on a line under it, so a narrow terminal
+    (80 columns) never sees a cell name cut."""
+    rows = [
+        (
             o.cell,
-            Text(o.status if o.status != "skipped" else "up to date", styles[o.status]),
+            Text(o.status if o.status != "skipped" else "up to date", _STYLES[o.status]),
             f"{o.seconds:.1f}s",
             short_id(o.image_id) if o.image_id else "-",
             _size(o.size) if o.size else "-",
             f"{o.cached_steps}/{o.steps}" if o.steps else "-",
         )
-    console.print(table)
+        for o in outcomes
+    ]
+    table = Table(title="trainimg build", title_justify="left")
+    for col in ("cell", "result", "time", "image", "size", "cached steps"):
+        table.add_column(col, no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
+    unbounded = Console(width=1000)
+    if Measurement.get(unbounded, unbounded.options, table).maximum <= width:
+        return table
+    narrow = Table(title="trainimg build", title_justify="left")
+    narrow.add_column("cell\n  time, image, size, cached steps", no_wrap=True)
+    narrow.add_column("result", no_wrap=True)
+    for cell, result, *rest in rows:
+        narrow.add_row(Text.assemble(cell, ("\n  " + "  ".join(rest), "dim")), result)
+    return narrow
+
+
+def summary(console: Console, outcomes: list[Outcome]) -> None:
+    console.print(_summary_table(outcomes, console.width))
     for o in outcomes:
         if o.status != "failed":
             continue
-        console.print(
+        console.print(  # wrapped to the terminal: the cell name comes first, whole
             Text.assemble(("FAILED ", "bold red"), (o.cell, "bold"), f": {o.error}"),
             highlight=False,
-            soft_wrap=True,
+            soft_wrap=False,
         )
         if o.log_tail:
             console.print(Text(f"  last {len(o.log_tail)} lines of its log:", "dim"))
@@ -291,7 +330,10 @@ def run(args: argparse.Namespace) -> int:
     cells = ws.cells if args.all else ws.select(args.cells or [ws.matrix.project.default_cell])
     if args.plan:
         return _plan(args, ws, cells, opts)
-    refuse_bad_options(ws, cells, opts)
+    # --keep-going: a cell's own problems are its failure (plan_each), not everyone's
+    refuse_bad_options(ws, [] if args.keep_going else cells, opts)
+    if args.keep_going and (shared := problems.shared_problems(ws, opts)):
+        raise TrainimgError(shared[0])
     lock_path, work_dir = default_paths(ws, opts)
     lockfile.read(lock_path)  # an unreadable lock stops us here, not after a build
     # Not a terminal (CI logs, pipes): wide enough that cell names and tags are not cut.
@@ -311,8 +353,12 @@ def run(args: argparse.Namespace) -> int:
                     + HOW_TO_START
                 ) from None
         console.print(f"[dim]engine: {endpoint.kind} SDK -> {endpoint.url} ({endpoint.source})[/]")
+        refused: dict[str, str] = {}
         try:
-            plans = plan_cells(ws, cells, engine, opts)
+            if args.keep_going:
+                plans, refused = plan_each(ws, cells, engine, opts)
+            else:
+                plans = plan_cells(ws, cells, engine, opts)
         finally:
             engine.close()
         builder = Builder(endpoint.connect, opts, lock_path, work_dir, ui)
@@ -326,14 +372,27 @@ def run(args: argparse.Namespace) -> int:
             raise
     finally:
         endpoint.close()
+    outcomes = with_refused(cells, outcomes, refused)
     summary(console, outcomes)
     failed = [o.cell for o in outcomes if o.status == "failed"]
+    tags = {p.cell.name: p.cell_tag for p in plans}
+    for o in outcomes:  # stdout: one `<repo>:<cell> <image id>` line per cell, for scripts
+        if (not failed or args.keep_going) and o.status in ("built", "skipped"):
+            print(f"{tags[o.cell]} {o.image_id}", file=sys.stdout)
     if failed:
-        raise BuildsFailed(
+        error = TrainimgError if refused else BuildsFailed  # exit 2 as one refusal alone
+        raise error(
             f"{len(failed)} of {len(outcomes)} cell(s) failed: {', '.join(failed)} "
             f"({lock_path} keeps their previous records)"
         )
-    tags = {p.cell.name: p.cell_tag for p in plans}
-    for o in outcomes:  # stdout: one `<repo>:<cell> <image id>` line per cell, for scripts
-        print(f"{tags[o.cell]} {o.image_id}", file=sys.stdout)
     return 0
+
+
+def with_refused(
+    cells: Sequence[Cell], outcomes: list[Outcome], refused: dict[str, str]
+) -> list[Outcome]:
+    """Every cell's outcome in the order asked: a cell --keep-going could not start is a
+    failure with its reason (it has no log)."""
+    by_cell = {o.cell: o for o in outcomes}
+    by_cell |= {name: Outcome(name, "failed", error=why) for name, why in refused.items()}
+    return [by_cell[c.name] for c in cells]

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from builder.build.lock import DEFAULT_PATH as DEFAULT_LOCK
+from builder.config import configured
 from builder.errors import TrainimgError
 from builder.facts.driver_version import DriverVersion
 from builder.host.shown import shown
@@ -57,13 +58,14 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     """--engine and --url, as every command that talks to a container engine takes them."""
     from builder.engines.discover import ENGINE_NAMES  # only commands that use an engine
 
-    env = os.environ.get(ENGINE_ENV) or None
+    chosen = configured("engine")
     p.add_argument(
         "--engine",
         choices=ENGINE_NAMES,
         type=_engine_name,
-        default=None if env is None else _FromEnv(env),
-        help=f"podman (podman-py) or docker (docker SDK); default: ${ENGINE_ENV} or discovery",
+        default=_FromEnv(chosen.value) if chosen.source.startswith("env") else chosen.value,
+        help=f"podman (podman-py) or docker (docker SDK); default: ${ENGINE_ENV}, else "
+        "`engine` in the config file (`trainimg config show`), else discovery",
     )
     p.add_argument(
         "--url",
@@ -73,6 +75,44 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
 
 
 ENGINE_ENV = "TRAINIMG_ENGINE"
+# How a --help says where an option's default comes from (builder/config.py).
+FROM_CONFIG = "`trainimg config show` says which value applies and why"
+
+
+class Configured(str):
+    """An option's value that no flag gave (builder/config.py): it says where it came from,
+    so a message about it names that place, not a flag the user never typed."""
+
+    source: str = "default"
+
+
+def configured_value(name: str) -> Configured | None:
+    """The value of setting `name` without its flag, with its source; None when unset."""
+    setting = configured(name)
+    if setting.value is None:
+        return None
+    value = Configured(setting.value)
+    value.source = setting.source
+    return value
+
+
+def said(option: str, value: str) -> str:
+    """How a message names an option's value: `--registry X`, or `registry X (from SOURCE)`
+    when it was not typed."""
+    if isinstance(value, Configured):
+        return f"{option.lstrip('-')} {value} (from {value.source})"
+    return f"{option} {value}"
+
+
+REGISTRY_HELP = (
+    "default: $TRAINIMG_REGISTRY, else `registry` in the config file (" + FROM_CONFIG + ")"
+)
+
+
+def wheelhouse_default() -> str:
+    """The wheelhouse without --wheelhouse: $TRAINIMG_WHEELHOUSE, the config file's
+    `wheelhouse`, else .cache/wheelhouse."""
+    return str(configured("wheelhouse").value)
 
 
 class _FromEnv(str):

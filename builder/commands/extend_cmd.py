@@ -16,12 +16,17 @@ into a locked tree); 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from builder.commands.common import add_engine_options, lock_file, shared_options, workspace
+from builder.commands.common import (
+    add_engine_options,
+    lock_file,
+    shared_options,
+    wheelhouse_default,
+    workspace,
+)
 from builder.engines.base import BuildFailed
 from builder.engines.discover import engine_session
 from builder.engines.roles import ContainerRunner
@@ -69,9 +74,9 @@ def register(sub: Any) -> None:
     p.add_argument("--name", help="the child's name and tag (default: CELL-ext)")
     p.add_argument(
         "--wheelhouse",
-        default=os.environ.get("TRAINIMG_WHEELHOUSE", ".cache/wheelhouse"),
-        help="the cell's wheelhouse, whose lock the child keeps (default: $TRAINIMG_WHEELHOUSE "
-        "or .cache/wheelhouse)",
+        default=wheelhouse_default(),
+        help="the cell's wheelhouse, whose lock the child keeps (default: $TRAINIMG_WHEELHOUSE, "
+        "else `wheelhouse` in the config file, else .cache/wheelhouse)",
     )
     p.add_argument(
         "--extra-wheelhouse",

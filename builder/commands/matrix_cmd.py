@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from builder.commands.columns import fit_table, output_width
 from builder.commands.common import shared_options, workspace
 from builder.facts import torch_builds
 from builder.judgement.finding import Finding
@@ -59,10 +60,9 @@ def cell_summary(cell: Cell) -> dict[str, Any]:
 
 
 def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
-    )
+    """The table within the terminal's width (builder/commands/columns.py): a name is never
+    cut; the columns that do not fit beside it go to a line under it."""
+    return "\n".join(fit_table(rows, output_width()))
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -82,7 +82,7 @@ def run_list(args: argparse.Namespace) -> int:
             [
                 c.name,
                 c.os.key,
-                "cu128" if c.cuda else "cpu",
+                str(c.torch).partition("+")[2] or "cpu",  # the build tag: cu128, cu130, cpu
                 v["driver"] or "-",
                 c.python,
                 str(c.torch),

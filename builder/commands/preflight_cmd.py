@@ -16,7 +16,12 @@ from typing import Any
 
 from builder.atomic_file import atomic_write
 from builder.build import lock as lockfile
-from builder.commands.common import driver_argument, shared_options
+from builder.commands.common import (
+    FROM_CONFIG,
+    configured_value,
+    driver_argument,
+    shared_options,
+)
 from builder.errors import TrainimgError
 from builder.preflight import images as img
 from builder.preflight.checks import CHECK_IDS
@@ -104,7 +109,8 @@ def _host_options(p: argparse.ArgumentParser) -> None:
         default=None,
         help="an ansible inventory (INI, YAML, or the JSON of `ansible-inventory --list`), "
         "read as ansible-core does; ansible_ssh_common_args/_extra_args validated, then "
-        "passed to ssh",
+        "passed to ssh (default, when --hosts is not given either: `inventory` in the config "
+        f"file, else local://; {FROM_CONFIG})",
     )
     p.add_argument(
         "--limit",
@@ -262,6 +268,8 @@ def _targets(args: argparse.Namespace) -> list[Target]:
         return [Target(p.name, f"record:{p}", record=p) for p in found]
     if args.hosts is not None and not args.hosts.strip(" ,"):
         raise TrainimgError("--hosts is empty: name at least one host spec (e.g. local://)")
+    if args.inventory is None and args.hosts is None:  # neither typed: the configured fleet
+        args.inventory = configured_value("inventory")
     if args.inventory:
         out += targets(args.inventory, args.limit)
     elif args.limit:

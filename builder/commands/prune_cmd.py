@@ -9,8 +9,17 @@ from typing import Any
 
 from builder.build import lock as lockfile
 from builder.build.prune import BUILD_HASH_TAG, referenced_hashes, stale
-from builder.commands.common import add_engine_options, lock_file, shared_options, workspace
+from builder.commands.common import (
+    REGISTRY_HELP,
+    add_engine_options,
+    configured_value,
+    lock_file,
+    said,
+    shared_options,
+    workspace,
+)
 from builder.engines.discover import engine_session
+from builder.errors import TrainimgError
 from builder.registry import auth, reference
 from builder.registry.client import RegistryClient
 
@@ -27,7 +36,15 @@ def register(sub: Any) -> None:
         ),
     )
     p.add_argument("--repository", help="local repository (default: project.repository)")
-    p.add_argument("--registry", metavar="HOST[:PORT]/REPO", help="prune a registry repository")
+    p.add_argument(
+        "--registry",
+        nargs="?",
+        const="",
+        metavar="HOST[:PORT]/REPO",
+        help="prune a registry repository instead of the engine's store; given without a "
+        f"value: the configured one ({REGISTRY_HELP}). Never implied: a plain `prune` only "
+        "touches the engine's store",
+    )
     p.add_argument("--lock", help="the lock file (default: images/lock.json)")
     p.add_argument("--dry-run", action="store_true", help="print what would go, remove nothing")
     add_engine_options(p)
@@ -38,7 +55,15 @@ def run(args: argparse.Namespace) -> int:
     ws = workspace(args, strict=False)
     lock_path = lock_file(args, ws)
     records = lockfile.read(lock_path)
-    if args.registry:
+    if args.registry == "":
+        args.registry = configured_value("registry")
+        if args.registry is None:
+            raise TrainimgError(
+                "--registry without a value prunes the configured registry, and none is "
+                "configured: give --registry HOST[:PORT]/REPO, or set $TRAINIMG_REGISTRY or "
+                "`registry` in the config file (`trainimg config show`)"
+            )
+    if args.registry is not None:
         return _registry(args, records)
     repo = args.repository or ws.matrix.project.repository
     with engine_session(args.engine, args.url) as engine:
@@ -50,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _registry(args: argparse.Namespace, records: dict[str, lockfile.BuildRecord]) -> int:
-    ref = reference.parse_reference(args.registry, what="--registry")
+    ref = reference.parse_reference(args.registry, what=said("--registry", args.registry))
     client = RegistryClient(ref.registry, auth.lookup(ref.registry, os.environ))
     try:
         tags = client.tags(ref.repository)

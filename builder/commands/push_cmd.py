@@ -21,7 +21,15 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from builder.build import lock as lockfile
-from builder.commands.common import add_engine_options, lock_file, shared_options, workspace
+from builder.commands.common import (
+    REGISTRY_HELP,
+    add_engine_options,
+    configured_value,
+    lock_file,
+    said,
+    shared_options,
+    workspace,
+)
 from builder.engines.base import EngineError
 from builder.engines.credentials import Credentials
 from builder.engines.discover import engine_session, isolated_store
@@ -58,7 +66,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument("cells", nargs="*", metavar="CELL", help="cells to push; globs too: 'rocky9-*'")
     p.add_argument("--all", action="store_true", help="every cell the lock file records")
-    p.add_argument("--registry", required=True, metavar="HOST[:PORT]/REPO")
+    p.add_argument(
+        "--registry",
+        metavar="HOST[:PORT]/REPO",
+        default=configured_value("registry"),
+        help=f"the registry repository to push to ({REGISTRY_HELP})",
+    )
     p.add_argument("--lock", help="the lock file (default: images/lock.json)")
     p.add_argument("--retries", type=int, default=RETRIES, help="tries per push (default: 3)")
     p.add_argument(
@@ -97,9 +110,15 @@ def _push(
 
 def run(args: argparse.Namespace) -> int:
     ws = workspace(args, strict=False)
-    target = reference.parse_reference(args.registry, what="--registry")
+    if args.registry is None:
+        raise TrainimgError(
+            "push needs a registry: --registry HOST[:PORT]/REPO, $TRAINIMG_REGISTRY or "
+            "`registry` in the config file (`trainimg config show`)"
+        )
+    named = said("--registry", args.registry)
+    target = reference.parse_reference(args.registry, what=named)
     if target.tag or target.digest:
-        raise TrainimgError(f"--registry {args.registry}: give HOST[:PORT]/REPO, without a tag")
+        raise TrainimgError(f"{named}: give HOST[:PORT]/REPO, without a tag")
     if args.sign and not args.sign_by:
         raise TrainimgError("--sign needs --sign-by KEY (the GPG key podman signs with)")
     if args.sign_by and not args.sign:

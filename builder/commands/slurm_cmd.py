@@ -15,7 +15,13 @@ from typing import Any
 
 from builder.atomic_file import atomic_write
 from builder.build import lock as lockfile
-from builder.commands.common import output_file, shared_options
+from builder.commands.common import (
+    REGISTRY_HELP,
+    configured_value,
+    output_file,
+    said,
+    shared_options,
+)
 from builder.commands.run_cmd import takes_trainer_args
 from builder.launch.expected_image import expected_image
 from builder.launch.request import LaunchError
@@ -107,7 +113,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--registry",
         metavar="HOST/REPO",
-        help="which pushed copy of CELL the nodes pull (the lock file records each push)",
+        default=configured_value("registry"),
+        help="which pushed copy of CELL the nodes pull (the lock file records each push; "
+        f"{REGISTRY_HELP})",
     )
     p.add_argument(
         "--archive",
@@ -137,11 +145,12 @@ def pushed_ref(ws: Workspace, cell: Cell, registry: str | None, lock: str | None
         if (ref := parse_reference(text)).tag == cell.name
     }
     if registry is not None:
-        name = parse_reference(f"{registry}:x", what="--registry").name
+        named = said("--registry", registry)
+        name = parse_reference(f"{registry}:x", what=named).name
         if name not in pushed:
             where = ", ".join(pushed) or "nowhere"
             raise LaunchError(
-                f"--registry {registry}: {path} records no push of {cell.name} there (pushed "
+                f"{named}: {path} records no push of {cell.name} there (pushed "
                 f"to: {where}); `trainimg push {cell.name} --registry {registry}` first"
             )
         return f"{name}@{pushed[name]}"

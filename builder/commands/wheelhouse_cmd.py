@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from builder.build.wheelhouse import LOCK_NAME, PYPI, fill, select
-from builder.commands.common import output_dir, shared_options, workspace
+from builder.commands.common import (
+    FROM_CONFIG,
+    output_dir,
+    shared_options,
+    wheelhouse_default,
+    workspace,
+)
 from builder.errors import TrainimgError
 
 DEFAULT_FIND_LINKS = (Path("/opt/wheels"),)
@@ -33,8 +38,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--dest",
         type=Path,
-        default=Path(os.environ.get("TRAINIMG_WHEELHOUSE") or ".cache/wheelhouse"),
-        help="the wheelhouse (default: $TRAINIMG_WHEELHOUSE or .cache/wheelhouse)",
+        default=Path(wheelhouse_default()),
+        help="the wheelhouse (default: $TRAINIMG_WHEELHOUSE, else `wheelhouse` in the config "
+        f"file, else .cache/wheelhouse; {FROM_CONFIG})",
     )
     p.add_argument(
         "--find-links",
