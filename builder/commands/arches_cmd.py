@@ -12,7 +12,6 @@ short container by its own Python (builder/arches/scan.py says why).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from typing import Any
 
@@ -20,10 +19,13 @@ from builder.arches import coverage as arches
 from builder.arches.fatbin import scan_paths
 from builder.arches.scan import IMAGE_ROOTS, scan_image
 from builder.commands.common import add_engine_options, shared_options
+from builder.commands.json_out import JsonKind, add_json_option, document, text_wanted, write_json
 from builder.engines import discover
 from builder.errors import TrainimgError
 from builder.facts import kernel_dispatch
 from builder.verify.target import resolve_image
+
+ARCHES_JSON = JsonKind("trainimg.arches", 1)  # docs/json.md, docs/schemas/
 
 
 def register(sub: Any) -> None:
@@ -57,7 +59,7 @@ def register(sub: Any) -> None:
         help=f"where to look inside an image (default: {' '.join(IMAGE_ROOTS)})",
     )
     add_engine_options(p)
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    add_json_option(p, ARCHES_JSON)
     p.add_argument(
         "--all",
         action="store_true",
@@ -183,12 +185,13 @@ def run(args: argparse.Namespace) -> int:
     if kind == "path" and not scan["libraries"] and scan["errors"] and os.path.isfile(args.target):
         raise TrainimgError(scan["errors"][0]["path"] + ": " + scan["errors"][0]["error"])
     gpus = judge_gpus(scan, args.gpu)
-    if args.json:
+    if text_wanted(args):  # before the JSON drops what --all did not ask for
+        print(_text(kind, what, scan, gpus, args.all))
+    if args.json is not None:
         if not args.all:
             for lib in scan["libraries"]:
                 lib.pop("per_container", None)
-        print(json.dumps({"target": what, "kind": kind, **scan, "gpus": gpus}, indent=2))
-    else:
-        print(_text(kind, what, scan, gpus, args.all))
+        body = {"target": what, "target_kind": kind, **scan, "gpus": gpus}
+        write_json(args.json, document(ARCHES_JSON, body))
     failed = bool(scan["errors"]) or any(g["verdict"] in ("no", "no-device-code") for g in gpus)
     return 1 if failed else 0

@@ -9,19 +9,27 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import shutil
 import subprocess
-import sys
 from typing import Any
 
 from builder.build import lock as lockfile
 from builder.commands.common import driver_argument, shared_options, workspace
+from builder.commands.json_out import (
+    JsonKind,
+    add_json_option,
+    document,
+    taken_positional,
+    text_wanted,
+    write_json,
+)
 from builder.errors import TrainimgError
 from builder.host.parsers import podman_inspect
 from builder.preflight import compat
 from builder.preflight import images as img
 from builder.workspace import DEFAULT_MATRIX
+
+COMPAT_JSON = JsonKind("trainimg.compat", 1)  # docs/json.md, docs/schemas/
 
 
 def register(sub: Any) -> None:
@@ -61,11 +69,13 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--cc", default=None, help="a compute capability instead, e.g. 9.0")
     p.add_argument("--brand", default=None, help="the NVML brand, e.g. GeForce, NVIDIA, Tesla")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    add_json_option(p, COMPAT_JSON)
     p.set_defaults(func=run)
 
 
 def _image(args: argparse.Namespace) -> img.ImageRecord:
+    if args.require is None:
+        taken_positional(args, "image", "IMAGE|CELL")
     if (args.image is None) == (args.require is None):
         raise TrainimgError("compat: give IMAGE|CELL or --require STRING (one of them)")
     if args.require is not None:
@@ -112,9 +122,20 @@ def run(args: argparse.Namespace) -> int:
     image = _image(args)
     gpu = compat.describe_gpu(args.gpu, args.cc, args.brand)
     result = compat.answer(image, args.driver, gpu, args.module, args.today or dt.date.today())
-    if args.json:
-        json.dump(result.as_json(), sys.stdout, indent=2)
-        print()
-    else:
+    if args.json is not None:
+        write_json(args.json, answer_document(result))
+    if text_wanted(args):
         print(compat.render_answer(result))
     return result.exit_code
+
+
+def answer_document(result: compat.Answer) -> dict[str, Any]:
+    """compat's JSON (schema 1): the answer, its verdict's findings paired code with message."""
+    body = result.as_json()
+    verdict = result.verdict
+    body["verdict"] = {
+        "status": verdict.status,
+        "severity": str(verdict.severity),
+        "findings": verdict.findings_json(),
+    }
+    return document(COMPAT_JSON, body)

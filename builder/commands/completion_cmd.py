@@ -116,7 +116,8 @@ def candidates(words: Sequence[str]) -> list[str]:
         return []
     options = {o: a for a in parser._actions for o in a.option_strings}
     previous = options.get(before[-1]) if before else None
-    if previous is not None and previous.nargs != 0:
+    optional_value = previous is not None and previous.nargs == "?"  # --json [FILE|-]
+    if previous is not None and previous.nargs != 0 and not (optional_value and current[:1] == "-"):
         pool = [str(c) for c in previous.choices or ()]  # none: the shell completes files
     elif current.startswith("-"):
         pool = sorted(o for o in options if o.startswith("--")) or list(options)

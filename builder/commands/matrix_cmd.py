@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from builder.commands.columns import fit_table, output_width
 from builder.commands.common import shared_options, workspace
+from builder.commands.json_out import JsonKind, add_json_option, document, text_wanted, write_json
 from builder.facts import torch_builds
 from builder.judgement.finding import Finding
 from builder.judgement.severity import BLOCK, WARN
 from builder.matrix.model import Cell, Excluded
 from builder.spec import labels as lab
+
+# each subcommand's JSON: its kind and schema version (docs/json.md, docs/schemas/)
+LIST_JSON = JsonKind("trainimg.matrix.list", 1)
+EXPLAIN_JSON = JsonKind("trainimg.matrix.explain", 1)
+CHECK_JSON = JsonKind("trainimg.matrix.check", 1)
 
 
 def register(sub: Any) -> None:
@@ -22,17 +27,17 @@ def register(sub: Any) -> None:
     ls = msub.add_parser(
         "list", parents=[common], help="a table of the matrix's cells (the rules: `matrix check`)"
     )
-    ls.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_json_option(ls, LIST_JSON)
     ls.add_argument("--all", action="store_true", help="also list excluded cells and why")
     ls.set_defaults(func=run_list)
     ex = msub.add_parser(
         "explain", parents=[common], help="every fact that admits or excludes one cell"
     )
     ex.add_argument("cell", help="a cell name (see `trainimg matrix list --all`)")
-    ex.add_argument("--json", action="store_true", help="print JSON")
+    add_json_option(ex, EXPLAIN_JSON)
     ex.set_defaults(func=run_explain)
     ck = msub.add_parser("check", parents=[common], help="apply every rule to every cell")
-    ck.add_argument("--json", action="store_true", help="print JSON")
+    add_json_option(ck, CHECK_JSON)
     ck.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
     ck.add_argument("--stale-minors", type=int, default=2, metavar="N",
                     help="warn when a CUDA line's newest torch is more than N minors behind "
@@ -69,11 +74,12 @@ def run_list(args: argparse.Namespace) -> int:
     # Listing judges nothing: the rules run in `matrix check`/`explain` and in every command
     # that renders or builds (their strict workspace refuses a blocked cell).
     ws = workspace(args, strict=False)
-    if args.json:
+    if args.json is not None:
         out: dict[str, Any] = {"cells": [cell_summary(c) for c in ws.cells]}
         if args.all:
             out["excluded"] = [_excluded_json(e) for e in ws.expansion.excluded]
-        print(json.dumps(out, indent=2))
+        write_json(args.json, document(LIST_JSON, out))
+    if not text_wanted(args):
         return 0
     rows = [["CELL", "OS", "ACCEL", "DRIVER", "PY", "TORCH", "FP8", "FLAVOUR", "CELL HASH"]]
     for c in ws.cells:
@@ -106,26 +112,24 @@ def _excluded_json(e: Excluded) -> dict[str, Any]:
         "name": e.name,
         "group": e.group,
         **e.values,
-        "reason": {"code": e.reason.code, "text": e.reason.text},
+        "reason": {"code": e.reason.code, "message": e.reason.text},
     }
 
 
 def _finding_json(f: Finding) -> dict[str, Any]:
-    return {
-        "rule": f.id,
-        "severity": str(f.severity),
-        "message": f.message,
-        "sources": [str(s) for s in f.sources],
-    }
+    """A rule's finding: the paired {code, severity, message} every command's JSON uses (code:
+    the stable reason code where the rule has one, else the rule's id), the rule (`check`)
+    and the sources the fact rests on."""
+    return {**f.paired_json(), "check": f.id, "sources": [str(s) for s in f.sources]}
 
 
 def run_explain(args: argparse.Namespace) -> int:
     ws = workspace(args, strict=False)
     excluded = ws.expansion.find_excluded(args.cell)
     if excluded is not None:
-        if args.json:
-            print(json.dumps({"excluded": _excluded_json(excluded)}, indent=2))
-        else:
+        if args.json is not None:
+            write_json(args.json, document(EXPLAIN_JSON, {"excluded": _excluded_json(excluded)}))
+        if text_wanted(args):
             print(
                 f"cell {excluded.name} is excluded by group {excluded.group}: "
                 f"[{excluded.reason.code}] {excluded.reason.text}"
@@ -137,14 +141,16 @@ def run_explain(args: argparse.Namespace) -> int:
 
     cell = ws.cell(args.cell)
     findings = check_cell(cell, ws.today)
-    if args.json:
-        print(
-            json.dumps(
-                {"cell": cell_summary(cell), "findings": [_finding_json(f) for f in findings]},
-                indent=2,
-            )
-        )
-        return 0
+    errors = [f for f in findings if f.severity is BLOCK]
+    if args.json is not None:
+        body = {"cell": cell_summary(cell), "findings": [_finding_json(f) for f in findings]}
+        write_json(args.json, document(EXPLAIN_JSON, body))
+    if text_wanted(args):
+        _explain_text(cell, findings)
+    return 0 if not errors else 2
+
+
+def _explain_text(cell: Cell, findings: list[Finding]) -> None:
     s = cell_summary(cell)
     print(f"cell {cell.name}  (group {cell.group}, cell hash {cell.cell_hash})")
     for key in ("os", "accelerator", "driver", "cuda", "gcc", "python", "torch", "fp8", "flavour"):
@@ -170,8 +176,6 @@ def run_explain(args: argparse.Namespace) -> int:
         print(f"  {f.severity:<5} {f.id:<20} {f.message}")
         for src in f.sources:
             print(f"        {'':<20} source: {src}")
-    errors = [f for f in findings if f.severity is BLOCK]
-    return 0 if not errors else 2
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -194,25 +198,17 @@ def run_check(args: argparse.Namespace) -> int:
     problems += check_cells(ws.cells, ws.today, StaleLimits(args.stale_minors, args.stale_days))
     errors = [(c, f) for c, f in problems if f.severity is BLOCK]
     warnings = [(c, f) for c, f in problems if f.severity is WARN]
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "cells": len(ws.cells),
-                    "errors": [
-                        {
-                            "cell": c.name,
-                            **_finding_json(f),
-                            "where": str(violation(ws.matrix, c, f)),
-                        }
-                        for c, f in errors
-                    ],
-                    "warnings": [{"cell": c.name, **_finding_json(f)} for c, f in warnings],
-                },
-                indent=2,
-            )
-        )
-    else:
+    if args.json is not None:
+        body = {
+            "cells": len(ws.cells),
+            "errors": [
+                {"cell": c.name, **_finding_json(f), "where": str(violation(ws.matrix, c, f))}
+                for c, f in errors
+            ],
+            "warnings": [{"cell": c.name, **_finding_json(f)} for c, f in warnings],
+        }
+        write_json(args.json, document(CHECK_JSON, body))
+    if text_wanted(args):
         for c, f in errors:
             print(f"error: {violation(ws.matrix, c, f)}")
         # a warning true of many cells is said once, with the cells it concerns

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import tempfile
 from pathlib import Path
@@ -22,6 +21,7 @@ from builder.commands.common import (
     driver_argument,
     shared_options,
 )
+from builder.commands.json_out import JsonKind, add_json_option, document, text_wanted, write_json
 from builder.errors import TrainimgError
 from builder.preflight import images as img
 from builder.preflight.checks import CHECK_IDS
@@ -32,11 +32,19 @@ from builder.preflight.html_report import render_html
 from builder.preflight.inventory import Target, targets
 from builder.preflight.model import UpgradePlan
 from builder.preflight.record import Record, find_records
-from builder.preflight.report import as_json, exit_code, fleet_json_lines, render_fleet
+from builder.preflight.report import (
+    REPORT_SCHEMA,
+    as_json,
+    exit_code,
+    fleet_json_lines,
+    render_fleet,
+)
 from builder.preflight.ssh_transport import SshOptions
 from builder.workspace import DEFAULT_MATRIX, open_workspace
 
 JSON_INDENT_HOSTS = 10
+# its schema: preflight's own REPORT_SCHEMA (docs/json.md, docs/schemas/)
+PREFLIGHT_JSON = JsonKind("trainimg.preflight", REPORT_SCHEMA)
 # The per-host deadline's default: a healthy host answers its ~40 probes in seconds; one whose
 # nvidia-smi hangs costs --timeout per probe that touches it.
 HOST_TIMEOUT_S = 300
@@ -228,7 +236,7 @@ def _output_options(p: argparse.ArgumentParser) -> None:
         "`timeout`; over ssh this side gives up 10 s later and the host is unreachable",
     )
     shape = p.add_mutually_exclusive_group()
-    shape.add_argument("--json", action="store_true", help="print JSON instead of the report")
+    add_json_option(shape, PREFLIGHT_JSON)
     shape.add_argument(
         "--jsonl",
         action="store_true",
@@ -368,12 +376,12 @@ def run(args: argparse.Namespace) -> int:
     if args.jsonl:
         for line in fleet_json_lines(reports, target):
             print(line)
-    elif args.json:
+    elif args.json is not None:
         # indented for a few hosts; a fleet's document on one line (Python's indenting encoder
         # is several times slower than its compact one: jq indents it for a person)
         indent = 2 if len(reports) <= JSON_INDENT_HOSTS else None
-        print(json.dumps(as_json(reports, target), indent=indent))  # dumps: the C encoder
-    else:
+        write_json(args.json, document(PREFLIGHT_JSON, as_json(reports, target)), indent)
+    if not args.jsonl and text_wanted(args):
         print(render_fleet(reports, target, verbose=args.verbose, wide=args.wide))
     if html_path is not None:
         atomic_write(html_path, render_html(reports, target))

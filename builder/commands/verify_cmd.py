@@ -14,10 +14,14 @@ from typing import Any
 
 from builder.arches.scan import IMAGE_ROOTS
 from builder.commands.common import add_engine_options, shared_options
+from builder.commands.json_out import STDOUT, JsonKind, add_json_option, document, write_json
 from builder.engines import discover
 from builder.errors import TrainimgError
+from builder.verify.report import Report
 from builder.verify.runner import DEFAULT_STEPS, suite_checks, supply_context, verify
 from builder.verify.target import load_workspace, resolve_image
+
+VERIFY_JSON = JsonKind("trainimg.verify", 1)  # docs/json.md, docs/schemas/
 
 
 def register(sub: Any) -> None:
@@ -67,7 +71,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--sbom", metavar="FILE", help="a CycloneDX SBOM of the image (`trainimg sbom`) to check"
     )
-    p.add_argument("--json", metavar="FILE", help="also write the JSON report ('-': stdout)")
+    add_json_option(p, VERIFY_JSON)
     p.set_defaults(func=run)
 
 
@@ -97,11 +101,13 @@ def run(args: argparse.Namespace) -> int:
             roots=args.root or IMAGE_ROOTS,
             supply=supply,
         )
-    if args.json == "-":
-        print(report.to_json())
-        print(report.text(), file=sys.stderr)
-    else:
-        if args.json:
-            Path(args.json).write_text(report.to_json() + "\n", encoding="utf-8")
-        print(report.text())
+    if args.json is not None:
+        write_json(args.json, report_document(report))
+    # the text always: on stderr when the JSON has stdout (a long run's report is worth keeping)
+    print(report.text(), file=sys.stderr if args.json == STDOUT else sys.stdout)
     return 0 if report.ok else 1
+
+
+def report_document(report: Report) -> dict[str, Any]:
+    """verify's JSON (schema 1): the report under the envelope every command's JSON has."""
+    return document(VERIFY_JSON, report.to_dict())

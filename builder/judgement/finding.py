@@ -33,6 +33,11 @@ class Finding:
         """What a fleet report counts: the reason code, else the check id."""
         return self.reason or self.id
 
+    def paired_json(self) -> dict[str, str]:
+        """{code, severity, message}: the one shape a finding has in every command's JSON
+        (docs/json.md); preflight's host checks keep as_json's fuller record."""
+        return {"code": self.code, "severity": str(self.severity), "message": self.message}
+
     def as_json(self) -> dict[str, object]:
         return {
             "id": self.id,

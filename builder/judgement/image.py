@@ -76,6 +76,12 @@ class ImageVerdict:
         said.sort(key=lambda f: -f.severity.rank)
         return tuple(dict.fromkeys(f.message for f in said))
 
+    def findings_json(self) -> list[dict[str, str]]:
+        """Every finding as {code, severity, message}, worst first (the order the text says
+        them): the code and its message paired, one entry each (docs/json.md)."""
+        ranked = sorted(self.findings, key=lambda f: -f.severity.rank)
+        return [f.paired_json() for f in ranked]
+
     def as_json(self) -> dict[str, object]:
         return {
             "status": self.status,

@@ -59,10 +59,12 @@ class CheckResult:
         return self.finding.severity
 
     def as_json(self) -> dict[str, Any]:
+        """The paired {code, severity, message} of every command's JSON (code: the check's
+        name), then pytest's own word (outcome) and what the check measured."""
         return {
+            **self.finding.paired_json(),
             "name": self.name,
             "outcome": self.outcome,
-            "message": self.message,
             "details": list(self.details),
             "seconds": self.seconds,
         }

@@ -82,7 +82,7 @@ def test_cli_directory_with_gpus(libdir: Path, capsys: pytest.CaptureFixture[str
 def test_cli_json(libdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["arches", str(libdir / "libboth.so"), "--gpu", "rtx5090", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["kind"] == "path"
+    assert data["kind"] == "trainimg.arches" and data["target_kind"] == "path"
     [lib] = data["libraries"]
     assert lib["sass"] == ["sm_90", "sm_100", "sm_120"] and lib["containers"] == 2
     assert "per_container" not in lib

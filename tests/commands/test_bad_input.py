@@ -230,6 +230,33 @@ for cmd in [
     )
 
 
+# --json FILE (builder/commands/json_out.py) on every command that prints JSON: checked before
+# any work; and a --json that took compat's positional as its FILE is refused, not written to
+JSON_COMMANDS = [
+    ("matrix", "list", *M),
+    ("matrix", "explain", CELL, *M),
+    ("matrix", "check", *M),
+    ("compat", CELL, *M, "--driver", "570.124.06"),
+    ("arches", "{tmp}"),
+    ("verify", CELL),
+    ("preflight", "--from", "{tmp}"),
+]
+for cmd in JSON_COMMANDS:
+    name = "-".join(cmd[:2]) if cmd[0] == "matrix" else cmd[0]
+    for what, out, says in [
+        ("unwritable", SYS + "/r.json", ("--json /sys/trainimg-out/r.json", "cannot write")),
+        ("a-directory", "{tmp}/dir", ("--json {tmp}/dir: is a directory",)),
+    ]:
+        CASES[f"{name}-json-{what}"] = case(*cmd, "--json", out, says=says)
+CASES["matrix-list-json-full-disk"] = case(
+    "matrix", "list", *M, "--json={full}/r.json", full=True, says=("{full}", "filesystem is full")
+)
+CASES["compat-json-took-the-cell"] = case(
+    "compat", "--json", CELL, *M, "--driver", "570.124.06",
+    says=(f"--json took {CELL} as its FILE", "put IMAGE|CELL before --json, or write --json="),
+)  # fmt: skip
+
+
 # preflight: its numbers, versions, files and outputs; one value each, named in the message
 PF = ("preflight", "--from", "{tmp}")
 INV = ("preflight", "--inventory", "{tmp}/inv.ini")

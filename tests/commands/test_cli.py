@@ -42,7 +42,7 @@ def test_list_json_with_exclusions(capsys: pytest.CaptureFixture[str]) -> None:
     assert "sm_100" in cu["arch_list"] and cu["torchao"] == "0.15.0"
     (ex,) = data["excluded"]
     assert ex["name"] == "rocky9-cu128-py3.12-torch2.11.0-devel"
-    assert ex["reason"] == {"code": "policy", "text": "one devel image is enough for the tests"}
+    assert ex["reason"] == {"code": "policy", "message": "one devel image is enough for the tests"}
 
 
 def test_explain_prints_every_fact_with_its_source(capsys: pytest.CaptureFixture[str]) -> None:
@@ -112,7 +112,7 @@ def test_check_json_and_strict(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     assert code == 0 and data["errors"] == []
     # ... and R580 (end of life 2028-06-30) is within 180 days of it, as preflight says too;
     # and by then the facts data files were read long ago
-    assert {w["rule"] for w in data["warnings"]} == {"os.eol", "driver.eol", "matrix.stale"}
+    assert {w["check"] for w in data["warnings"]} == {"os.eol", "driver.eol", "matrix.stale"}
     code, _, _ = run(capsys, "matrix", "check", "--matrix", M, "--strict", *late)
     assert code == 1
 

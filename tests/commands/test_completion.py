@@ -30,6 +30,9 @@ def test_commands_flags_and_choices() -> None:
     assert candidates(["matrix", "e"]) == ["explain"]
     assert candidates(["build", "--wheelhouse", ""]) == []  # a path: the shell's files
     assert candidates(["diff", ""]) == []  # images, not cells
+    # --json [FILE|-]: its value is a file (the shell's), or the next option
+    assert candidates(["matrix", "list", "--json", ""]) == []
+    assert candidates(["matrix", "list", "--json", "--a"]) == ["--all"]
 
 
 def test_cell_names_from_a_prefix(monkeypatch: pytest.MonkeyPatch) -> None:

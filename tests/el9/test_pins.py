@@ -147,7 +147,7 @@ def test_matrix_check_warns_when_a_pin_is_not_what_the_last_build_installed(
                  "--stale-minors", "99"])  # fmt: skip
     data = json.loads(capsys.readouterr().out)
     assert code == 0
-    assert [w["rule"] for w in data["warnings"]] == ["os.pins-recorded"]
+    assert [w["code"] for w in data["warnings"]] == ["os.pins-recorded"]
     assert data["warnings"][0]["cell"] == RUNTIME
 
 

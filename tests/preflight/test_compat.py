@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,11 @@ def compat(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, st
     code = main(["compat", "--matrix", str(PREFLIGHT_MATRIX), *today, *args])
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def codes(doc: dict[str, Any]) -> list[str]:
+    """The reason codes of compat's JSON verdict (its findings, paired with their messages)."""
+    return [f["code"] for f in doc["verdict"]["findings"]]
 
 
 def test_a_requirement_on_595_is_judged_with_cuda_13_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -83,10 +89,10 @@ def test_ngc_server_ready_rtx_gets_forward_compatibility_its_workstation_twin_do
         "NVIDIA RTX", "--json",
     )  # fmt: skip
     doc = json.loads(out)
-    assert code == 1 and any("804" in r for r in doc["verdict"]["reasons"]), doc
+    assert code == 1 and any("804" in f["message"] for f in doc["verdict"]["findings"]), doc
     code, out, _ = compat(capsys, "--require", req, "--driver", "570.124.06", "--gpu", server,
                           "--json")  # fmt: skip
-    assert code == 1 and "gpu.branch-too-old" in json.loads(out)["verdict"]["codes"]
+    assert code == 1 and "gpu.branch-too-old" in codes(json.loads(out))
 
 
 @pytest.mark.parametrize(
@@ -152,7 +158,7 @@ def test_the_lifecycle_is_compat_s_too(capsys: pytest.CaptureFixture[str]) -> No
     )
     doc = json.loads(out)
     assert code == 3 and doc["verdict"]["status"] == "ok"
-    assert "driver.eol" in doc["verdict"]["codes"]
+    assert "driver.eol" in codes(doc)
 
 
 def test_nvml_names_the_module_flavour_and_a_v100(capsys: pytest.CaptureFixture[str]) -> None:
@@ -163,7 +169,7 @@ def test_nvml_names_the_module_flavour_and_a_v100(capsys: pytest.CaptureFixture[
         "Tesla V100-SXM2-16GB", "--json",
     )  # fmt: skip
     doc = json.loads(out)
-    assert code == 1 and "gpu.open-unsupported" in doc["verdict"]["codes"], doc
+    assert code == 1 and "gpu.open-unsupported" in codes(doc), doc
     assert doc["gpu"]["identified_by"] == "NVML name" and doc["kernel_module"] == "open"
     code, out, _ = compat(
         capsys, "--require", "cuda>=12.2", "--driver", "580.65.06", "--module", "proprietary",

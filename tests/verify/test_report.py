@@ -236,7 +236,9 @@ def _assert_reports(
     assert data["ok"] is False and data["summary"] == counts
     assert data["compared_with"] == "matrix" and data["gpu"]["attached"] is False
     assert [(c["name"], c["outcome"]) for c in data["checks"]] == [(n, want[n]) for n in CHECKS]
-    assert list(data["checks"][0]) == ["name", "outcome", "message", "details", "seconds"]
+    assert list(data["checks"][0]) == [
+        "code", "severity", "message", "name", "outcome", "details", "seconds"
+    ]  # fmt: skip
 
     suite = ET.parse(junit).getroot()  # noqa: S314 - the report this test just wrote
     suite = suite if suite.tag == "testsuite" else suite[0]
@@ -308,9 +310,11 @@ def test_outcomes_on_the_severity_scale() -> None:
     }
     assert got["error"].finding == Finding("labels", BLOCK, "why")
     assert got["error"].as_json() == {
+        "code": "labels",
+        "severity": "block",
+        "message": "why",
         "name": "labels",
         "outcome": "error",
-        "message": "why",
         "details": [],
         "seconds": 0.0,
     }

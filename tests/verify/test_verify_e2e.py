@@ -230,7 +230,7 @@ def test_arches_of_an_image(
     monkeypatch.setattr(connect_mod, "engine_session", _session(verify_engine))
     assert main(["arches", verify_cpu_image, "--json", "--gpu", "h100"]) == 1
     data = json.loads(capsys.readouterr().out)
-    assert data["kind"] == "image" and data["errors"] == []
+    assert data["target_kind"] == "image" and data["errors"] == []
     assert data["libraries"] == [] and data["without_device_code"] >= 20
     assert [g["verdict"] for g in data["gpus"]] == ["no-device-code"]
     assert verify_engine.containers(VERIFY_LABEL) == []
