@@ -5,11 +5,13 @@ registry or engine nobody typed is never a surprise. The resolution is builder/c
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from typing import Any
 
 from builder import config
+from builder.commands.json_out import JsonKind, add_json_option, document, text_wanted, write_json
+
+KIND = JsonKind("trainimg.config", 1)
 
 
 def register(sub: Any) -> None:
@@ -35,7 +37,7 @@ def register(sub: Any) -> None:
         ),
         epilog="example: TRAINIMG_REGISTRY=reg.example.com/team trainimg config show --json",
     )
-    show.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_json_option(show, KIND)
     for key in config.SETTING_KEYS.values():
         show.add_argument(
             key.flag,
@@ -47,13 +49,16 @@ def register(sub: Any) -> None:
 
 
 def report(settings: dict[str, config.Setting], path: str, found: bool) -> dict[str, Any]:
-    """The JSON of `config show --json` (schema 1): the file, and each key's value and source."""
-    return {
-        "schema": 1,
-        "file": path,
-        "file_exists": found,
-        "settings": {k: {"value": s.value, "source": s.source} for k, s in settings.items()},
-    }
+    """The JSON of `config show --json` (trainimg.config, docs/json.md): the file, and each
+    key's value and source."""
+    return document(
+        KIND,
+        {
+            "file": path,
+            "file_exists": found,
+            "settings": {k: {"value": s.value, "source": s.source} for k, s in settings.items()},
+        },
+    )
 
 
 def lines(settings: dict[str, config.Setting], path: str, found: bool) -> list[str]:
@@ -79,8 +84,8 @@ def run_show(args: argparse.Namespace) -> int:
     settings = config.settings(flags, os.environ)
     path = config.config_path(os.environ)
     found = path.is_file()
-    if args.json:
-        print(json.dumps(report(settings, str(path), found), indent=2))
-    else:
+    if args.json is not None:
+        write_json(args.json, report(settings, str(path), found))
+    if text_wanted(args):
         print("\n".join(lines(settings, str(path), found)))
     return 0

@@ -94,7 +94,8 @@ def test_config_show_says_where_each_value_came_from(
     monkeypatch.setenv("TRAINIMG_ENGINE", "podman")
     assert cli.main(["config", "show", "--json", "--wheelhouse", "/flag"]) == 0
     shown = json.loads(capsys.readouterr().out)
-    assert shown["schema"] == 1 and shown["file"] == str(home) and shown["file_exists"]
+    assert shown["kind"] == "trainimg.config" and shown["schema"] == 1
+    assert shown["file"] == str(home) and shown["file_exists"]
     assert shown["settings"] == {
         "registry": {"value": "file.example.com/team", "source": str(home)},
         "engine": {"value": "podman", "source": "env $TRAINIMG_ENGINE"},

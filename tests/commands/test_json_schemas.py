@@ -73,6 +73,7 @@ def test_every_command_s_real_output_is_valid_against_its_schema(
         printed(capsys, "arches", str(libs), "--gpu", "b200", "--gpu", "sm_80", "--json", "--all"),
         printed(capsys, "preflight", "--matrix", str(PREFLIGHT_MATRIX), "--from",
                 str(FIXTURES / "el9-geforce"), "--target-driver", "565.57.01", "--json"),
+        printed(capsys, "config", "show", "--registry", "reg.example.com/team", "--json"),
     ]  # fmt: skip
     checks = [CheckResult.of("labels", "passed", details=("ok",), seconds=0.5),
               CheckResult.of("nvidia_smi", "skipped", "no GPU on this host"),
@@ -93,7 +94,7 @@ def test_every_command_s_real_output_is_valid_against_its_schema(
         ranks.index(f["severity"]) for f in compat
     )
     assert {"codes", "reasons"}.isdisjoint(docs[4]["verdict"])
-    failed = docs[8]["checks"][2]
+    failed = next(d for d in docs if d["kind"] == "trainimg.verify")["checks"][2]
     assert (
         failed | {"code": "train_fp8", "severity": "block", "message": "loss did not fall"}
         == failed
@@ -117,7 +118,14 @@ def test_the_schemas_refuse_what_they_must(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_one_finding_shape_in_every_schema() -> None:
-    shapes = {p.name: json.loads(p.read_text())["$defs"]["finding"] for p in SCHEMAS.iterdir()}
+    schemas = {p.name: json.loads(p.read_text()) for p in SCHEMAS.iterdir()}
+    # config show reports settings, no findings: the only schema without the shape
+    assert [n for n, s in schemas.items() if "finding" not in s.get("$defs", {})] == [
+        "trainimg.config.schema.json"
+    ]
+    shapes = {
+        n: s["$defs"]["finding"] for n, s in schemas.items() if n != "trainimg.config.schema.json"
+    }
     assert len(shapes) == 7 and len({json.dumps(s, sort_keys=True) for s in shapes.values()}) == 1
     assert next(iter(shapes.values()))["required"] == ["code", "severity", "message"]
 
@@ -140,8 +148,8 @@ def _json_options() -> dict[str, Any]:
 
 def test_every_json_option_is_the_one_option_and_names_a_documented_kind() -> None:
     options = _json_options()
-    assert sorted(options) == ["arches", "compat", "matrix check", "matrix explain",
-                               "matrix list", "preflight", "verify"]  # fmt: skip
+    assert sorted(options) == ["arches", "compat", "config show", "matrix check",
+                               "matrix explain", "matrix list", "preflight", "verify"]  # fmt: skip
     json_md = (REPO / "docs" / "json.md").read_text()
     for path, action in options.items():
         assert (action.nargs, action.const, action.metavar) == ("?", "-", "FILE"), path
