@@ -29,6 +29,7 @@ from builder.preflight import images as img
 from builder.preflight.exit_gate import exit_table_help
 from builder.preflight.fleet import judge_state
 from builder.preflight.gather import gather
+from builder.preflight.host_gpus import OFF_THE_BUS
 from builder.preflight.hostio import ReadOnlyHost
 from builder.preflight.report import HostReport, exit_code, summary_lines
 from tests.preflight.conftest import PREFLIGHT_MATRIX, REPO, TODAY, context
@@ -208,6 +209,17 @@ def test_a_hung_nvidia_smi_or_a_lost_gpu_is_broken_now_not_a_warning(
     b200 = _judged(Fixture.load_fixture("el9-b200-proprietary"), "580.65.06", [])
     b200_ver = next(c for c in b200.checks if c.id == "driver.version")
     assert b200_ver.severity is WARN and b200.kinds()[b200.checks.index(b200_ver)] is RISK
+
+
+def test_a_gpu_lspci_reads_as_rev_ff_is_broken_now() -> None:
+    """One of the H100s is on PCI only with config space all ones (lspci `(rev ff)`): gone
+    until a reboot, whatever the plan (was: a warning that the upgrade must bring it up)."""
+    state = gather(ReadOnlyHost(FakeHost(Fixture.load_fixture("el9-h100")), "h"))
+    state.gpus[0] = dataclasses.replace(state.gpus[0], source="lspci", pci_note=OFF_THE_BUS)
+    report = judge_state(state, context([], "580.65.06"))
+    inv = next(c for c in report.checks if c.id == "gpu.inventory")
+    assert inv.severity is BLOCK and "fallen off the bus" in inv.message
+    assert report.kinds()[report.checks.index(inv)] is BROKEN_NOW and "reboot" in inv.remediation
 
 
 def test_a_failed_fabric_manager_of_the_drivers_version_is_broken_now() -> None:
