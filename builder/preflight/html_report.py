@@ -22,6 +22,7 @@ from builder.judgement.kind import DEFAULT_FAIL_ON, Kind
 from builder.judgement.severity import BLOCK, OK, WARN
 from builder.preflight.report import (
     HostReport,
+    blocking_text,
     count_line,
     reason_counts,
     reason_groups,
@@ -122,7 +123,9 @@ def _host_rows(reports: Iterable[HostReport]) -> list[str]:
         top = r.top
         plan = _e(r.verdict) if r.planned else ""
         reason, finding, fix = (
-            (top.code, top.message, top.remediation) if top is not None else ("", "", "")
+            (blocking_text(r) or top.code, top.message, top.remediation)
+            if top is not None
+            else ("", "", "")
         )
         out.append(
             f'<tr data-verdict="{_e(r.verdict)}"><td>{_e(r.host)}</td>'

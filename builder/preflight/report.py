@@ -264,7 +264,7 @@ def summary_lines(report: HostReport, name_width: int) -> list[str]:
     top = report.top
     if top is None:
         return [f"{head}  {'nothing to fix' if report.verdict is OK else 'no finding'}"]
-    reasons = _reasons(report) or top.code
+    reasons = blocking_text(report) or top.code
     room = max(WIDTH - len(head) - len(reasons) - 4, 30)
     lines = [f"{head}  {reasons}: {_clause(top.message, room)}"]
     if top.remediation:
@@ -272,7 +272,7 @@ def summary_lines(report: HostReport, name_width: int) -> list[str]:
     return lines
 
 
-def _reasons(report: HostReport) -> str:
+def blocking_text(report: HostReport) -> str:
     """Every blocking reason of a host, by kind, worst first ("breaks gpu.branch-dropped,
     gpu.open-unsupported; never-ran image.no-kernel-image"); "" when nothing blocks."""
     return "; ".join(f"{kind} {', '.join(codes)}" for kind, codes in report.blocking())
