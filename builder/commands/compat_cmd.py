@@ -136,6 +136,7 @@ def answer_document(result: compat.Answer) -> dict[str, Any]:
     body["verdict"] = {
         "status": verdict.status,
         "severity": str(verdict.severity),
+        "kind": str(result.kind),  # breaks / risk / info (docs/preflight.md)
         "findings": verdict.findings_json(),
     }
     return document(COMPAT_JSON, body)

@@ -1,7 +1,12 @@
 """`trainimg preflight`: read-only host checks before an NVIDIA driver change, plus the impact of
 the target driver on every image (matrix cells, build records, local images).
 
-Exit codes: 0 all ok, 1 something blocks, 3 warnings only, 2 bad input (docs/preflight.md).
+Exit codes (builder/judgement/kind.py EXIT_TABLE, docs/preflight.md): 0 nothing counted, 1 the
+plan breaks something, 4 broken now or never ran only, 3 risks only, 2 bad input; `--fail-on`
+chooses the kinds that count.
+
+Over 400 lines: one command's parser - some thirty options, each with its --help text and its
+check at parse time - and the run that reads them, kept in one module so the two cannot drift.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ import argparse
 import datetime as dt
 import os
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +29,10 @@ from builder.commands.common import (
 )
 from builder.commands.json_out import JsonKind, add_json_option, document, text_wanted, write_json
 from builder.errors import TrainimgError
+from builder.judgement.kind import DEFAULT_FAIL_ON
 from builder.preflight import images as img
 from builder.preflight.checks import CHECK_IDS
+from builder.preflight.exit_gate import exit_table_help, fail_on_argument
 from builder.preflight.fleet import FleetInputs, record_name, run_fleet
 from builder.preflight.host_spec import target_from_spec
 from builder.preflight.hostio import connect
@@ -85,9 +93,10 @@ DESCRIPTION = (
     "hosts returned; --from DIR judges such records "
     "offline (a record is untrusted input: checked whole, nothing outside it read). "
     "Each host gets a verdict now and, with --target-driver, one for the plan, which "
-    "decides the exit code (a plan that repairs a host passes). The report is a line "
-    "per host, its fix and the hosts per reason code; --verbose prints every check. "
-    "Exit 0: all ok; 1: something blocks; 3: warnings only; 2: bad input."
+    "decides the exit code (a plan that repairs a host passes). Each finding has a kind: "
+    "breaks, broken-now, never-ran, risk or info. The report is a line per host (every "
+    "blocking reason, by kind), its fix and the hosts per reason code; --verbose prints every "
+    "check. The exit code is the worst kind's that --fail-on counts (below)."
 )
 
 
@@ -95,8 +104,13 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "preflight",
         parents=[shared_options()],
-        description=DESCRIPTION,
-        epilog="checks, in report order: " + ", ".join(CHECK_IDS) + " (docs/preflight.md)",
+        description=textwrap.fill(DESCRIPTION, 78),
+        epilog=exit_table_help()
+        + "\n\n"
+        + textwrap.fill(
+            "checks, in report order: " + ", ".join(CHECK_IDS) + " (docs/preflight.md)", 78
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _host_options(p)
     _judgement_options(p)
@@ -195,6 +209,15 @@ def _judgement_options(p: argparse.ArgumentParser) -> None:
         "--no-images",
         action="store_true",
         help="skip the image impact (matrix, lock and local images)",
+    )
+    p.add_argument(
+        "--fail-on",
+        type=fail_on_argument,
+        default=DEFAULT_FAIL_ON,
+        metavar="KINDS",
+        help="the finding kinds that fail the run, a comma list of breaks, broken-now, "
+        "never-ran, risk (default: all four; e.g. --fail-on breaks gates only on what the plan "
+        "breaks)",
     )
     p.add_argument(
         "--strict",
@@ -374,15 +397,18 @@ def run(args: argparse.Namespace) -> int:
                             f"{reports[0].checks[0].message}")  # fmt: skip
     target = str(args.target_driver) if args.target_driver else None
     if args.jsonl:
-        for line in fleet_json_lines(reports, target):
+        for line in fleet_json_lines(reports, target, args.fail_on):
             print(line)
     elif args.json is not None:
         # indented for a few hosts; a fleet's document on one line (Python's indenting encoder
         # is several times slower than its compact one: jq indents it for a person)
         indent = 2 if len(reports) <= JSON_INDENT_HOSTS else None
-        write_json(args.json, document(PREFLIGHT_JSON, as_json(reports, target)), indent)
+        write_json(
+            args.json, document(PREFLIGHT_JSON, as_json(reports, target, args.fail_on)), indent
+        )
     if not args.jsonl and text_wanted(args):
-        print(render_fleet(reports, target, verbose=args.verbose, wide=args.wide))
+        print(render_fleet(reports, target, verbose=args.verbose, wide=args.wide,
+                           fail_on=args.fail_on))  # fmt: skip
     if html_path is not None:
-        atomic_write(html_path, render_html(reports, target))
-    return exit_code(reports)
+        atomic_write(html_path, render_html(reports, target, args.fail_on))
+    return exit_code(reports, args.fail_on)

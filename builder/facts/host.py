@@ -297,6 +297,19 @@ XID_HARDWARE: dict[int, str] = {
     119: "GSP RPC timeout",
     120: "GSP error",
 }
+# A GPU fallen off the bus (Xid 79) stays gone until the host is rebooted: no driver change
+# brings it back, so preflight judges it broken now, with or without a plan.
+XID_GPU_LOST = 79
+# What nvidia-smi prints for such a GPU (on stdout, exit 15 or with the other GPUs listed):
+# "Unable to determine the device handle for GPU 0000:0B:00.0: Unknown Error" or "...: GPU is
+# lost. Reboot the system to recover this GPU".
+GPU_LOST_MARKERS = ("Unable to determine the device handle", "GPU is lost")
+GPU_LOST_SOURCE = Source(
+    "https://github.com/NVIDIA/open-gpu-kernel-modules/issues/387 (`Unable to determine the "
+    "device handle for GPU ...: Unknown Error` after the GPU fell off the bus); "
+    "https://github.com/NVIDIA/nvidia-docker/issues/1553; "
+    "https://docs.nvidia.com/deploy/xid-errors/index.html (Xid 79)"
+)
 # A runfile install leaves nvidia-uninstall behind; NVIDIA's guide: remove it before
 # installing the driver from packages (the two fight over the same files).
 RUNFILE_MARKERS = ("/usr/bin/nvidia-uninstall", "/var/log/nvidia-installer.log")

@@ -19,6 +19,7 @@ from builder.host.shown import printable
 from builder.judgement.gpu_identity import GpuIdentity, by_name, from_catalogue, identify
 from builder.judgement.image import ImageVerdict, judge
 from builder.judgement.image_facts import DriverState
+from builder.judgement.kind import Kind, kind_of
 from builder.nvidia_require.admission import DriverFacts, evaluate, libnvc_message
 from builder.nvidia_require.syntax import parse_require
 from builder.preflight.images import ImageRecord
@@ -81,6 +82,12 @@ class Answer:
     terms: tuple[RequirementDecision, ...]
 
     @property
+    def kind(self) -> Kind:
+        """compat has no "now": it judges a driver and GPU the image would move to, so a block
+        is what the move breaks (never broken-now or never-ran), a warning a risk."""
+        return kind_of(None, self.verdict.severity, planned=True)
+
+    @property
     def exit_code(self) -> int:
         return exit_code_of(self.verdict.severity)
 
@@ -100,7 +107,9 @@ class Answer:
                 "libnvidia_container_brand": self.gpu.libnvc_brand,
                 "identified_by": self.gpu.how,
             },
-            "verdict": self.verdict.as_json(),
+            # the finding kind (breaks/risk/info) sits in the verdict: the document's own
+            # `kind` is its envelope's (trainimg.compat, docs/json.md)
+            "verdict": {**self.verdict.as_json(), "kind": str(self.kind)},
             "terms": [t.__dict__ for t in self.terms],
             "exit_code": self.exit_code,
         }

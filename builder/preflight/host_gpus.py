@@ -110,10 +110,14 @@ def merged_gpus(
     return out
 
 
+# lspci reads all-ones config space (rev ff) from a device that left the bus
+OFF_THE_BUS = "its config space reads rev ff: the GPU has fallen off the bus (Xid 79)"
+
+
 def _pci_only_reason(pci: PciDevices, nvidia_loaded: bool, line: str, bus: str) -> str:
     """Why NVML does not list a GPU that lspci shows."""
     if "(rev ff)" in line:
-        return "its config space reads rev ff: the GPU has fallen off the bus (Xid 79)"
+        return OFF_THE_BUS
     bound = pci.driver_of(bus)
     if bound == "vfio-pci":
         return "bound to vfio-pci (passed through to a VM): the nvidia driver does not own it"

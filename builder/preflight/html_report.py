@@ -18,9 +18,11 @@ import html
 from collections.abc import Iterable
 
 from builder.host.shown import printable
+from builder.judgement.kind import DEFAULT_FAIL_ON, Kind
 from builder.judgement.severity import BLOCK, OK, WARN
 from builder.preflight.report import (
     HostReport,
+    blocking_text,
     count_line,
     reason_counts,
     reason_groups,
@@ -121,7 +123,9 @@ def _host_rows(reports: Iterable[HostReport]) -> list[str]:
         top = r.top
         plan = _e(r.verdict) if r.planned else ""
         reason, finding, fix = (
-            (top.code, top.message, top.remediation) if top is not None else ("", "", "")
+            (blocking_text(r) or top.code, top.message, top.remediation)
+            if top is not None
+            else ("", "", "")
         )
         out.append(
             f'<tr data-verdict="{_e(r.verdict)}"><td>{_e(r.host)}</td>'
@@ -163,13 +167,15 @@ def _filters(reports: list[HostReport]) -> list[str]:
     ]
 
 
-def render_html(reports: list[HostReport], target: str | None) -> str:
+def render_html(
+    reports: list[HostReport], target: str | None, fail_on: frozenset[Kind] = DEFAULT_FAIL_ON
+) -> str:
     """The whole page for `reports` (one host or a fleet); `target` the planned driver."""
     title = f"trainimg preflight: {len(reports)} host(s)" + (f", target {target}" if target else "")
     reasons = ", ".join(f"{c} {n}" for c, n in reason_counts(reports).items())
     body = [
         f"<h1>{_e(title)}</h1>",
-        f'<p id="count-line">{_e(count_line(reports, target))}</p>',
+        f'<p id="count-line">{_e(count_line(reports, target, fail_on))}</p>',
         *_counts(reports),
         *([f"<p>hosts per reason: {_e(reasons)}</p>"] if reasons else []),
         *_groups(reports),

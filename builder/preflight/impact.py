@@ -18,9 +18,10 @@ from builder.judgement.finding import Finding
 from builder.judgement.gpu_identity import GpuIdentity
 from builder.judgement.image import ImageVerdict, judge
 from builder.judgement.image_facts import DriverState
+from builder.judgement.kind import NEVER_RAN, Kind, kind_of
 from builder.judgement.reasons import BROKEN, NO_DRIVER, STATUS_ORDER
 from builder.judgement.registry import check
-from builder.judgement.severity import BLOCK, OK, SKIP, WARN, worst
+from builder.judgement.severity import BLOCK, OK, SKIP, WARN, Severity, worst
 from builder.preflight.images import ImageRecord
 
 
@@ -51,6 +52,25 @@ class Row:
         return "unchanged"
 
     @property
+    def kind(self) -> Kind:
+        """The row's kind (builder/judgement/kind.py): never-ran when the image does not run
+        here now (or there is no driver now) and will not after the plan; breaks when it runs
+        now and will not."""
+        now = _severity(self.now) if _weight(self.now) is not None else None
+        after = _severity(self.after) if self.after is not None else None
+        return kind_of(now, after, planned=self.after is not None, image=True)
+
+    def blocking_codes(self) -> list[str]:
+        """The reason codes of what stops the image (after the plan, else now); of an image
+        that never ran, those that stop it now and after when there are any (what the plan
+        adds is the plan's, said by the host checks)."""
+        after = _blocks(self.shown)
+        if self.after is None or self.kind != NEVER_RAN:
+            return after
+        both = [c for c in after if c in _blocks(self.now)]
+        return both or after
+
+    @property
     def shown(self) -> ImageVerdict:
         """The verdict that decides: after the change when one is planned, else now."""
         return self.after if self.after is not None else self.now
@@ -61,6 +81,7 @@ class Row:
             "now": self.now.as_json(),
             "after": self.after.as_json() if self.after else None,
             "change": self.change,
+            "kind": str(self.kind) if self.image.gpu else None,
         }
 
 
@@ -97,7 +118,15 @@ IMPACT_ID = "images.impact"
 def image_severity(v: ImageVerdict) -> int:
     """What a verdict weighs for the host: its image findings (the branch's lifecycle is
     driver.version's and driver.target's to report)."""
-    return worst(f.severity for f in v.findings if f.id != LIFECYCLE_ID).rank
+    return _severity(v).rank
+
+
+def _blocks(v: ImageVerdict) -> list[str]:
+    return [f.code for f in v.findings if f.id != LIFECYCLE_ID and f.severity is BLOCK]
+
+
+def _severity(v: ImageVerdict) -> Severity:
+    return worst(f.severity for f in v.findings if f.id != LIFECYCLE_ID)
 
 
 @check(IMPACT_ID, "image", summary="every image on the current and the target driver")

@@ -4,10 +4,12 @@ Two verdicts per host: `now` (the host as it is) and, with --target-driver, `pla
 after the planned driver change). The plan's verdict is what a gate judges, so with a target it
 decides the exit code: a plan that repairs a broken host passes.
 
-Exit codes (docs/preflight.md): 0 every check ok or skipped, 1 something blocks on some host
-(an unreachable host blocks), 3 warnings only; 2 is the CLI's for bad input (an unparsable
-target version, an inventory that does not parse, no host at all, a hostile record given
-alone, a fleet of records none of which can be judged).
+Each finding has a kind (builder/judgement/kind.py: breaks, broken-now, never-ran, risk, info),
+derived from its now and plan severities; the exit code is the worst kind's among those
+`--fail-on` counts (docs/preflight.md has the table): 0 nothing counted, 1 the plan breaks
+something, 4 broken now or never ran only (nothing the plan makes worse), 3 risks only; 2 is the
+CLI's for bad input (an unparsable target version, an inventory that does not parse, no host at
+all, a hostile record given alone, a fleet of records none of which can be judged).
 
 The text report is for people: a fleet's summary first (hosts per verdict, then the hosts that
 warn or block grouped by their deciding reason, its fix once per group, in full), then one line
@@ -26,11 +28,24 @@ from typing import Any
 
 from builder.host.shown import printable
 from builder.judgement.finding import Finding
+from builder.judgement.kind import (
+    BREAKS,
+    BROKEN_NOW,
+    DEFAULT_FAIL_ON,
+    NEVER_RAN,
+    RISK,
+    Kind,
+    exit_code_of_kinds,
+    kind_of,
+    worst_kind,
+)
 from builder.judgement.severity import BLOCK, OK, WARN, Severity, worst
-from builder.preflight.impact import Row
+from builder.preflight.impact import IMPACT_ID, Row
 
-EXIT_OK, EXIT_BLOCK, EXIT_WARN = 0, 1, 3  # 2, bad input, is the CLI's (TrainimgError)
-REPORT_SCHEMA = 2  # the version of as_json's shape (2: now/plan verdicts, reason codes)
+# the version of as_json's shape (2: now/plan verdicts, reason codes; 3: each finding's,
+# image row's and host's kind)
+REPORT_SCHEMA = 3
+BLOCKING = (BREAKS, BROKEN_NOW, NEVER_RAN)  # the kinds of a block
 WIDTH = 100  # the text report's line width
 
 
@@ -56,11 +71,59 @@ class HostReport:
     def planned(self) -> bool:
         return self.now_checks is not None
 
+    def kinds(self) -> list[Kind]:
+        """Each finding's kind, in `checks` order: from its now and plan severities (the same
+        check's now finding), the image impact's from its image rows."""
+        now = {c.id: c for c in self.now_checks or ()}
+        out = []
+        for c in self.checks:
+            if c.id == IMPACT_ID and self.rows:
+                out.append(worst_kind(r.kind for r in self.rows if r.image.gpu))
+            elif not self.planned:
+                out.append(kind_of(c.severity, None, planned=False))
+            else:
+                before = now.get(c.id)
+                out.append(
+                    kind_of(
+                        before.severity if before is not None else None,
+                        c.severity,
+                        planned=True,
+                        same_reason=before is not None and before.code == c.code,
+                    )
+                )
+        return out
+
+    @property
+    def kind(self) -> Kind:
+        """The host's worst kind."""
+        return worst_kind(self.kinds())
+
+    def now_kinds(self) -> list[Kind]:
+        """The now findings' kinds, judged without a plan (`now_checks` order)."""
+        return [kind_of(c.severity, None, planned=False) for c in self.now_checks or ()]
+
     @property
     def top(self) -> Finding | None:
-        """The finding that decides the verdict: the worst, first in report order."""
-        bad = [c for c in self.checks if c.severity.rank >= WARN.rank]
-        return max(bad, key=lambda c: c.severity.rank) if bad else None
+        """The finding that decides the verdict: the worst kind, first in report order."""
+        pairs = zip(self.checks, self.kinds(), strict=True)
+        ranked = [(k.rank, -i, c) for i, (c, k) in enumerate(pairs) if k.rank >= RISK.rank]
+        return max(ranked, key=lambda t: t[:2])[2] if ranked else None
+
+    def blocking(self) -> list[tuple[Kind, list[str]]]:
+        """Every reason that blocks, by kind (worst first): the codes of the blocking checks
+        and, for the image impact, of every image that does not run."""
+        by_kind: dict[Kind, list[str]] = {}
+        for c, k in zip(self.checks, self.kinds(), strict=True):
+            if k not in BLOCKING:
+                continue
+            if c.id == IMPACT_ID and self.rows:
+                for r in self.rows:
+                    if r.image.gpu and r.kind in BLOCKING:
+                        by_kind.setdefault(r.kind, []).extend(r.blocking_codes())
+            else:
+                by_kind.setdefault(k, []).append(c.code)
+        ranked = sorted(by_kind, key=lambda k: -k.rank)
+        return [(k, list(dict.fromkeys(by_kind[k]))) for k in ranked]
 
     def codes(self) -> list[str]:
         """The reason codes of every warning and block (once each)."""
@@ -75,21 +138,29 @@ class HostReport:
                 "now": str(self.now_verdict),
                 "plan": str(self.verdict) if self.planned else None,
             },
-            "top": _top_json(self.top),
+            "kind": str(self.kind),
+            "blocking": {str(k): codes for k, codes in self.blocking()},
+            "top": _top_json(self.top, self),
             "facts": self.facts,
-            "checks": [c.as_json() for c in self.checks],
-            "now_checks": [c.as_json() for c in self.now_checks]
+            "checks": _with_kinds(self.checks, self.kinds()),
+            "now_checks": _with_kinds(self.now_checks, self.now_kinds())
             if self.now_checks is not None
             else None,
             "images": [r.as_json() for r in self.rows],
         }
 
 
-def _top_json(top: Finding | None) -> dict[str, str] | None:
+def _with_kinds(findings: list[Finding], kinds: list[Kind]) -> list[dict[str, object]]:
+    return [{**c.as_json(), "kind": str(k)} for c, k in zip(findings, kinds, strict=True)]
+
+
+def _top_json(top: Finding | None, report: HostReport) -> dict[str, str] | None:
     if top is None:
         return None
+    kind = report.kinds()[report.checks.index(top)]
     return {
         "reason": top.code,
+        "kind": str(kind),
         "severity": str(top.severity),
         "finding": top.message,
         "fix": top.remediation,
@@ -97,12 +168,14 @@ def _top_json(top: Finding | None) -> dict[str, str] | None:
 
 
 def exit_code_of(verdict: Severity) -> int:
-    """The exit code of a verdict (preflight's and compat's): block 1, warn 3, else 0."""
-    return EXIT_BLOCK if verdict is BLOCK else EXIT_WARN if verdict is WARN else EXIT_OK
+    """The exit code of a verdict judged with no "now" (`trainimg compat`: a driver and GPU the
+    image would move to): a block is what the move breaks (1), a warning a risk (3), else 0."""
+    return exit_code_of_kinds([kind_of(None, verdict, planned=True)])
 
 
-def exit_code(reports: list[HostReport]) -> int:
-    return exit_code_of(worst([r.verdict for r in reports]))
+def exit_code(reports: list[HostReport], fail_on: frozenset[Kind] = DEFAULT_FAIL_ON) -> int:
+    """The fleet's exit code: the worst kind of any host's findings that `fail_on` counts."""
+    return exit_code_of_kinds((k for r in reports for k in r.kinds()), fail_on)
 
 
 def reason_counts(reports: list[HostReport]) -> dict[str, int]:
@@ -122,17 +195,21 @@ def verdict_counts(reports: list[HostReport]) -> dict[str, int]:
     return {str(s): n for s, n in sorted(counts.items(), key=lambda kv: -kv[0].rank)}
 
 
-def as_json(reports: list[HostReport], target: str | None) -> dict[str, Any]:
+def as_json(
+    reports: list[HostReport], target: str | None, fail_on: frozenset[Kind] = DEFAULT_FAIL_ON
+) -> dict[str, Any]:
     return {
         "schema": REPORT_SCHEMA,
         "target_driver": target,
-        "exit_code": exit_code(reports),
+        "exit_code": exit_code(reports, fail_on),
         "reasons": reason_counts(reports),
         "hosts": [r.as_json() for r in reports],
     }
 
 
-def fleet_json_lines(reports: list[HostReport], target: str | None) -> Iterator[str]:
+def fleet_json_lines(
+    reports: list[HostReport], target: str | None, fail_on: frozenset[Kind] = DEFAULT_FAIL_ON
+) -> Iterator[str]:
     """--jsonl: one line per host (as_json's `hosts` entries), then the summary line; made one
     at a time (a fleet's document is never held whole)."""
     for r in reports:
@@ -140,7 +217,7 @@ def fleet_json_lines(reports: list[HostReport], target: str | None) -> Iterator[
     summary = {
         "schema": REPORT_SCHEMA,
         "target_driver": target,
-        "exit_code": exit_code(reports),
+        "exit_code": exit_code(reports, fail_on),
         "hosts": len(reports),
         "verdicts": verdict_counts(reports),
         "reasons": reason_counts(reports),
@@ -187,11 +264,18 @@ def summary_lines(report: HostReport, name_width: int) -> list[str]:
     top = report.top
     if top is None:
         return [f"{head}  {'nothing to fix' if report.verdict is OK else 'no finding'}"]
-    room = max(WIDTH - len(head) - len(top.code) - 4, 30)
-    lines = [f"{head}  {top.code}: {_clause(top.message, room)}"]
+    reasons = blocking_text(report) or top.code
+    room = max(WIDTH - len(head) - len(reasons) - 4, 30)
+    lines = [f"{head}  {reasons}: {_clause(top.message, room)}"]
     if top.remediation:
         lines += _wrapped("fix: ", top.remediation, name_width + 2)
     return lines
+
+
+def blocking_text(report: HostReport) -> str:
+    """Every blocking reason of a host, by kind, worst first ("breaks gpu.branch-dropped,
+    gpu.open-unsupported; never-ran image.no-kernel-image"); "" when nothing blocks."""
+    return "; ".join(f"{kind} {', '.join(codes)}" for kind, codes in report.blocking())
 
 
 def render_host(report: HostReport, target: str | None, *, wide: bool = False) -> list[str]:
@@ -265,16 +349,23 @@ def _group_lines(reports: list[HostReport]) -> list[str]:
     return out
 
 
-def count_line(reports: list[HostReport], target: str | None) -> str:
+def count_line(
+    reports: list[HostReport], target: str | None, fail_on: frozenset[Kind] = DEFAULT_FAIL_ON
+) -> str:
     parts = ", ".join(f"{n} {s}" for s, n in verdict_counts(reports).items())
     decides = " (the plan's verdict decides)" if target else ""
-    return f"{len(reports)} host(s): {parts or 'none'}; exit {exit_code(reports)}" + (
+    return f"{len(reports)} host(s): {parts or 'none'}; exit {exit_code(reports, fail_on)}" + (
         f"; target {target}{decides}" if target else ""
     )
 
 
 def render_fleet(
-    reports: list[HostReport], target: str | None, *, verbose: bool = False, wide: bool = False
+    reports: list[HostReport],
+    target: str | None,
+    *,
+    verbose: bool = False,
+    wide: bool = False,
+    fail_on: frozenset[Kind] = DEFAULT_FAIL_ON,
 ) -> str:
     """One host: its line and fix. A fleet: the summary first (counts per verdict, the hosts
     that warn or block grouped by reason with the fix once per group), then one line per host,
@@ -288,7 +379,7 @@ def render_fleet(
         out += summary_lines(reports[0], min(len(reports[0].host), 32))
         out.append("")
     else:
-        out += [count_line(reports, target), ""]
+        out += [count_line(reports, target, fail_on), ""]
         groups = _group_lines(reports)
         if groups:
             out += [*groups, ""]
@@ -300,6 +391,6 @@ def render_fleet(
     counts = reason_counts(reports)
     if counts:
         out += _wrapped("hosts per reason: ", ", ".join(f"{c} {n}" for c, n in counts.items()), 0)
-    out.append(count_line(reports, target))
+    out.append(count_line(reports, target, fail_on))
     # every line carries host and record strings: nothing but printable text reaches a terminal
     return "\n".join(printable(line) for line in out)

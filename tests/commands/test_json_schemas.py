@@ -86,7 +86,7 @@ def test_every_command_s_real_output_is_valid_against_its_schema(
     kinds = [d["kind"] for d in docs]
     assert sorted(set(kinds)) == sorted(p.name.removesuffix(".schema.json") for p in
                                         SCHEMAS.glob("*.schema.json"))  # fmt: skip
-    assert [d["schema"] for d in docs if d["kind"] == "trainimg.preflight"] == [2]
+    assert [d["schema"] for d in docs if d["kind"] == "trainimg.preflight"] == [3]
     # the findings are paired: one code, one severity, one message each, worst first
     compat = docs[4]["verdict"]["findings"]
     ranks = ["block", "warn", "ok", "skip"]

@@ -55,7 +55,7 @@ def test_json_report(capsys: pytest.CaptureFixture[str]) -> None:
     family = _this_os_family()
     code, out, _ = run_cli(capsys, "--json", "--target-driver", "570.124.06")
     doc = json.loads(out)
-    assert doc["schema"] == 2 and doc["target_driver"] == "570.124.06"
+    assert doc["schema"] == 3 and doc["target_driver"] == "570.124.06"
     assert doc["hosts"][0]["verdicts"]["plan"] == doc["hosts"][0]["verdict"]
     assert doc["exit_code"] == code
     (local,) = doc["hosts"]
@@ -83,7 +83,7 @@ def test_a_bad_host_never_stops_the_fleet(capsys: pytest.CaptureFixture[str]) ->
         "--no-images", "--json",
     )  # fmt: skip
     doc = json.loads(out)
-    assert code == doc["exit_code"] == 1
+    assert code == doc["exit_code"] == 4  # unreachable hosts: broken now
     hosts = {h["host"]: h for h in doc["hosts"]}
     assert hosts["local://"]["reachable"]
     for bad in ("ssh://nobody@127.0.0.1:1", "bogus://x"):
@@ -112,7 +112,7 @@ def test_hosts_values_are_validated_like_inventory_hosts(
     (as an inventory host is), and a value of the wrong shape makes that host unusable."""
     code, out, _ = run_cli(capsys, "--hosts", spec, "--no-images", "--json")
     (host,) = json.loads(out)["hosts"]
-    assert code == 1 and not host["reachable"]
+    assert code == 4 and not host["reachable"]
     assert says in host["checks"][0]["finding"]
     assert not Path("/tmp/h21-pwned").exists()
 
@@ -154,7 +154,7 @@ def test_an_inventory_host_without_a_usable_connection(
     inv.write_text("[w]\nwin1 ansible_connection=winrm\nme ansible_connection=local\n")
     code, out, _ = run_cli(capsys, "--inventory", str(inv), "--no-images", "--json")
     hosts = {h["host"]: h for h in json.loads(out)["hosts"]}
-    assert code == 1 and hosts["me"]["reachable"]
+    assert code == 4 and hosts["me"]["reachable"]
     assert "ansible_connection=winrm" in hosts["win1"]["checks"][0]["finding"]
 
 
@@ -207,7 +207,7 @@ def test_a_container_that_does_not_exist_is_unreachable(capsys: pytest.CaptureFi
         capsys, "--hosts", "docker://trainimg-no-such-container-7f3a", "--no-images", "--json"
     )
     (host,) = json.loads(out)["hosts"]
-    assert code == 1 and not host["reachable"]
+    assert code == 4 and not host["reachable"]
     assert (
         host["checks"][0]["id"] == "host.reach" and "failed (exit" in host["checks"][0]["finding"]
     )

@@ -50,7 +50,7 @@ def test_an_escape_sequence_in_a_gpu_name_never_reaches_the_terminal(
             "--today", "2026-11-29", *(["--verbose"] if verbose else [])]  # fmt: skip
     code = main(args)
     out, err = capsys.readouterr()
-    assert code == 1, err
+    assert code == 4, err
     assert "\x1b" not in out + err
     assert all(line.isprintable() for line in out.splitlines())
     assert "block" in out  # the verdict line is still there, not painted over

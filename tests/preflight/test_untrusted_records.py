@@ -224,15 +224,15 @@ def test_a_fleet_with_one_hostile_record_judges_the_others(
         shutil.copytree(FIXTURES / name, fleet / name)
     shutil.copytree(HOSTILE / "traversal", fleet / "zz-traversal")
     code, out, err = cli(capsys, "--from", str(fleet), "--target-driver", "580.65.06", "--jsonl")
-    assert err == "" and code == 1, err  # judged: the refused host blocks, as unreachable does
+    assert err == "" and code == 4, err  # judged: the refused host is broken now, as unreachable
     *hosts, summary = (json.loads(line) for line in out.splitlines())
     assert [h["host"] for h in hosts] == ["el9-h100", "el9-v100-r535", "zz-traversal"]
     bad = hosts[2]
-    assert bad["reachable"] is False and bad["verdict"] == "block"
+    assert bad["reachable"] is False and bad["verdict"] == "block" and bad["kind"] == "broken-now"
     assert bad["top"]["reason"] == "host.reach" and "record refused" in bad["top"]["finding"]
     assert "not a path inside the record" in bad["top"]["finding"]
     assert all(h["facts"] for h in hosts[:2])  # the others were judged in full
-    assert summary["summary"]["hosts"] == 3 and summary["summary"]["exit_code"] == 1
+    assert summary["summary"]["hosts"] == 3 and summary["summary"]["exit_code"] == 4
     assert sum(summary["summary"]["verdicts"].values()) == 3
     # nothing judged at all: bad input
     only = tmp_path / "only-bad"

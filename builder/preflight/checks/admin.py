@@ -62,6 +62,17 @@ def gpu_mig(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Fi
             f"{len(pending)} GPU(s) have a MIG mode change pending (applied at the next reset): "
             + ", ".join(f"{g.bus_id} {g.mig_current}->{g.mig_pending}" for g in pending[:4])
         )
+        # the upgrade's driver reload resets the GPUs, which applies the change: the plan
+        # turns MIG on (or off) under every job sized for the GPU as it is (breaks, kind.py)
+        return Finding(
+            cid,
+            BLOCK if plan.target is not None else WARN,
+            "; ".join(notes)
+            + ("; the upgrade's GPU reset applies it" if plan.target is not None else ""),
+            "apply it on purpose before the upgrade (drain, `nvidia-smi -i <gpu> -r`) or undo "
+            "it (`nvidia-smi -i <gpu> -mig <current mode>`), then rerun preflight",
+            srcs,
+        )
     if not enabled:
         return Finding(cid, OK, "; ".join(["MIG is disabled on every GPU", *notes]), "", srcs)
     text = (
@@ -127,11 +138,22 @@ def gpu_xid(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Fi
     for x in state.xids:
         by_code.setdefault(x.code, []).append(x.bus)
     hardware = {c: b for c, b in by_code.items() if c in host_rules.XID_HARDWARE}
+    lost = sorted(set(by_code.get(host_rules.XID_GPU_LOST, ())))
     parts = [
         f"Xid {c} x{len(b)} on {', '.join(sorted(set(b))[:3])}"
         + (f" ({host_rules.XID_HARDWARE[c]})" if c in host_rules.XID_HARDWARE else "")
         for c, b in sorted(by_code.items())
     ]
+    if lost:  # gone until a reboot, with or without a plan (broken now, kind.py)
+        return Finding(
+            cid,
+            BLOCK,
+            f"a GPU fell off the bus this boot ({', '.join(lost[:4])}): it is gone until the host "
+            f"is rebooted; {len(state.xids)} Xid event(s): " + "; ".join(parts),
+            "reboot the host, run DCGM diagnostics (dcgmi diag -r 3) and check the GPU's power, "
+            "cooling and seating before any driver change: a driver upgrade does not fix it",
+            (*srcs, host_rules.GPU_LOST_SOURCE),
+        )
     return Finding(
         cid,
         WARN,

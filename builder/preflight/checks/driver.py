@@ -73,7 +73,29 @@ def driver_version(cid: str, state: HostState, plan: UpgradePlan, today: dt.date
                 srcs,
             )
         return Finding(cid, WARN, text, fix, srcs)
-    return _capped(plan, _running(cid, state, plan, today))
+    found = _running(cid, state, plan, today)
+    # a hung nvidia-smi or a GPU fallen off the bus is the host's, not the old driver's: the
+    # plan does not fix it, so it blocks the plan too (broken now, builder/judgement/kind.py)
+    return found if _smi_fault(state) else _capped(plan, found)
+
+
+def _smi_fault(state: HostState) -> str:
+    """What says nvidia-smi cannot be trusted whatever driver runs: it hung (the probe's
+    deadline), or it reports a GPU that fell off the bus; "" when neither."""
+    for probe in ("smi", "smi-q"):
+        out = state.out(probe)
+        if out is None:
+            continue
+        if out.timed_out:
+            return out.why()
+        said = next(
+            (line.strip() for line in (out.stdout + "\n" + out.stderr).splitlines()
+             if any(m in line for m in host_rules.GPU_LOST_MARKERS)),
+            "",
+        )  # fmt: skip
+        if said:
+            return f"a GPU has fallen off the bus (nvidia-smi: {said})"
+    return ""
 
 
 def _running(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> Finding:
@@ -106,13 +128,20 @@ def _running(cid: str, state: HostState, plan: UpgradePlan, today: dt.date) -> F
             "reboot so the kernel module and the userspace libraries match",
             srcs,
         )
-    if out is not None and not out.ok:
+    fault = _smi_fault(state)
+    if fault or (out is not None and not out.ok):
+        lost = fault.startswith("a GPU")
         return Finding(
             cid,
             BLOCK,
-            f"the nvidia module {state.driver} is loaded but {out.why()}",
-            "check `dmesg` for NVRM errors and that nvidia-smi matches the module",
-            srcs,
+            f"the nvidia module {state.driver} is loaded but "
+            + (fault or (out.why() if out is not None else "")),
+            "reboot the host to recover the GPU, then run DCGM diagnostics (dcgmi diag -r 3) "
+            "before any driver change: no driver brings it back"
+            if lost
+            else "check `dmesg` for NVRM errors and that nvidia-smi matches the module"
+            + ("; a hung nvidia-smi is not fixed by the upgrade" if fault else ""),
+            srcs + ((host_rules.GPU_LOST_SOURCE,) if lost else ()),
         )
     current = state.driver
     assert current is not None

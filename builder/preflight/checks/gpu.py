@@ -13,7 +13,7 @@ from builder.judgement.image_facts import DriverState
 from builder.judgement.registry import check
 from builder.judgement.severity import BLOCK, OK, WARN, Severity, worst
 from builder.preflight.checks.common import gpu_summary
-from builder.preflight.host_gpus import HostGpu
+from builder.preflight.host_gpus import OFF_THE_BUS, HostGpu
 from builder.preflight.host_state import HostState
 from builder.preflight.model import UpgradePlan
 
@@ -78,6 +78,13 @@ def gpu_inventory(cid: str, state: HostState, plan: UpgradePlan, today: dt.date)
         for note, group in by_reason.items():
             buses = ", ".join(g.bus_id for g in group[:4]) + (", ..." if len(group) > 4 else "")
             parts.append(f"seen on PCI only (not in NVML): {gpu_summary(group)} at {buses}: {note}")
+        lost = [g for g in pci_only if g.pci_note == OFF_THE_BUS]
+        if lost and sev is not BLOCK:  # gone until a reboot, plan or not (broken now, kind.py)
+            sev = BLOCK
+            fix = (
+                "reboot the host to recover the GPU, then run DCGM diagnostics (dcgmi diag -r 3) "
+                "before any driver change: no driver brings it back"
+            )
         if sev is OK:
             sev = worst((sev, WARN))
             fix = (

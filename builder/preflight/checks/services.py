@@ -226,7 +226,13 @@ def fabricmanager(cid: str, state: HostState, plan: UpgradePlan, today: dt.date)
             + (" with the driver, in the same transaction" if plan.target else ""),
             srcs,
         )
-    return _fm_service(cid, state, fm, driver, planned, after)
+    # A failed service of the driver's own version on a driver that works (nvidia-smi answers)
+    # is a fabric fault nothing in a driver change explains or fixes: it blocks the plan too
+    # (broken now, builder/judgement/kind.py). Failed beside a driver that does not work, it is
+    # the driver's fault, which the plan replaces.
+    smi = state.out("smi")
+    failed = state.units.get(unit, ("", ""))[0] == "failed" and smi is not None and smi.ok
+    return _fm_service(cid, state, fm, driver, BLOCK if failed else planned, after)
 
 
 def _fm_install(plan: UpgradePlan, driver: DriverVersion | None) -> tuple[str, str]:
@@ -276,6 +282,9 @@ def _fm_service(
             ),
             "reboot (it starts with the matching module)"
             if pending
+            else f"read `journalctl -u {unit} -b` (NVSwitch or fabric errors), fix the cause and "
+            f"`systemctl restart {unit}` before the driver change, which does not restart it"
+            if active == "failed"
             else f"systemctl enable --now {unit}{after}",
             srcs,
         )
