@@ -52,14 +52,24 @@ def register(sub: Any) -> None:
         default=None,
         help="judge this NVIDIA_REQUIRE_CUDA value instead of an image",
     )
+    # preflight's names for the same two things; compat's own kept (one vocabulary, no break)
     p.add_argument(
-        "--driver", type=driver_argument, required=True, metavar="VERSION", help="e.g. 570.124.06"
+        "--target-driver",
+        "--driver",
+        dest="driver",
+        type=driver_argument,
+        required=True,
+        metavar="VERSION",
+        help="the driver to judge, e.g. 570.124.06 (as preflight --target-driver)",
     )
     p.add_argument(
+        "--target-module",
         "--module",
+        dest="module",
         choices=compat.MODULES,
         default=None,
-        help="the kernel-module flavour (default: open from R560 and where the GPU needs it)",
+        help="the kernel-module flavour (default: open from R560 and where the GPU needs it; "
+        "as preflight --target-module)",
     )
     p.add_argument(
         "--gpu",

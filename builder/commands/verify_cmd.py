@@ -44,9 +44,11 @@ def register(sub: Any) -> None:
     add_engine_options(p)
     p.add_argument(
         "--gpus",
-        choices=("auto", "on", "off"),
+        choices=("auto", "all", "none", "on", "off"),
         default="auto",
-        help="attach GPUs: auto (when the host has a CDI spec / NVIDIA device), on, off",
+        help="GPUs for the check container: auto (all when the host has a CDI spec / an NVIDIA "
+        "device, else none), all, none - the words of `trainimg run --gpus`; on and off are "
+        "the old spellings of all and none",
     )
     p.add_argument(
         "--steps",

@@ -56,11 +56,12 @@ def plan_gpus(
     cdi_dirs: Sequence[Path] = CDI_DIRS,
     device: Path = NVIDIA_DEVICE,
 ) -> GpuPlan:
-    """Whether to attach GPUs (`mode`: auto | on | off), and why, in words a user can act on."""
-    if mode == "off":
-        return GpuPlan(False, "GPUs not attached (--gpus off)")
-    if mode == "on":
-        return GpuPlan(True, "GPUs attached on request (--gpus on)")
+    """Whether to attach GPUs (`mode`: auto | all | none, with on and off the old spellings of
+    all and none), and why, in words a user can act on."""
+    if mode in ("none", "off"):
+        return GpuPlan(False, f"GPUs not attached (--gpus {mode})")
+    if mode in ("all", "on"):
+        return GpuPlan(True, f"GPUs attached on request (--gpus {mode})")
     if engine == "podman":
         spec = _cdi_spec(cdi_dirs)
         if spec is not None:

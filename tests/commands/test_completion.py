@@ -27,6 +27,7 @@ def test_commands_flags_and_choices() -> None:
     assert {"--wheelhouse", "--engine", "--all"} <= set(flags) and "-h" not in flags
     assert candidates(["build", "--engine", ""]) == ["podman", "docker"]
     assert candidates(["verify", "--gpus", "o"]) == ["on", "off"]
+    assert candidates(["verify", "--gpus", "a"]) == ["auto", "all"]
     assert candidates(["matrix", "e"]) == ["explain"]
     assert candidates(["build", "--wheelhouse", ""]) == []  # a path: the shell's files
     assert candidates(["diff", ""]) == []  # images, not cells

@@ -123,7 +123,7 @@ def test_a_bad_driver_is_an_argument_error(capsys: pytest.CaptureFixture[str], b
         compat(capsys, "--require", "cuda>=12.8", "--driver", bad)
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "Traceback" not in err
-    assert f"argument --driver: not a driver version: {bad!r}" in err
+    assert f"argument --target-driver/--driver: not a driver version: {bad!r}" in err
     assert "a three-digit branch without a leading zero, parts of 1-3 digits" in err
 
 
@@ -181,3 +181,15 @@ def test_nvml_names_the_module_flavour_and_a_v100(capsys: pytest.CaptureFixture[
         "--gpu", "v100",
     )  # fmt: skip
     assert code == 1 and "[gpu.branch-dropped]" in out
+
+
+def test_compat_takes_preflight_s_flag_names_and_keeps_its_own(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """One vocabulary: --target-driver/--target-module (preflight's) judge what --driver/--module
+    (compat's own, kept) do."""
+    own = compat(capsys, CELL, "--driver", "580.65.06", "--module", "proprietary", "--json")
+    shared = compat(
+        capsys, CELL, "--target-driver", "580.65.06", "--target-module", "proprietary", "--json"
+    )
+    assert own == shared and json.loads(own[1])["kernel_module"] == "proprietary"

@@ -113,3 +113,7 @@ def test_gpu_plan_docker_and_overrides(tmp_path: Path) -> None:
     assert plan_gpus("docker", device=dev).attach
     assert not plan_gpus("docker", "off", device=dev).attach
     assert plan_gpus("podman", "on", cdi_dirs=[]).attach
+    # run's words, one meaning on both commands; on/off kept as the old spellings
+    assert plan_gpus("podman", "all", cdi_dirs=[]).attach
+    assert not plan_gpus("docker", "none", device=dev).attach
+    assert plan_gpus("docker", "none", device=dev).reason == "GPUs not attached (--gpus none)"
