@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from builder import __version__
+from builder.commands import help_text
 from builder.errors import TrainimgError
 
 # Each command's name -> the one-line help `trainimg --help` lists, in that order; its module is
@@ -159,13 +160,18 @@ class Parser(argparse.ArgumentParser):
 
 class _OneCommand:
     """What a command module's register() is given: the subparsers, whose add_parser also
-    gives the command its one-line help from COMMANDS (written there once)."""
+    gives the command its one-line help from COMMANDS (written there once) and its examples and
+    exit codes from builder/commands/help_text.py."""
 
     def __init__(self, sub: Any, help_line: str) -> None:
         self._sub = sub
         self._help = help_line
 
     def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        own = kwargs.get("epilog")
+        kwargs["epilog"] = help_text.epilog(name, own, kwargs.get("description"))
+        if kwargs["epilog"] != own:  # examples are laid out by hand: keep their lines
+            kwargs["formatter_class"] = argparse.RawDescriptionHelpFormatter
         parser: argparse.ArgumentParser = self._sub.add_parser(name, help=self._help, **kwargs)
         return parser
 
