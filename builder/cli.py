@@ -33,7 +33,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from builder import __version__
-from builder.commands import help_text
 from builder.errors import TrainimgError
 
 # Each command's name -> the one-line help `trainimg --help` lists, in that order; its module is
@@ -168,6 +167,8 @@ class _OneCommand:
         self._help = help_line
 
     def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        from builder.commands import help_text  # with the command's own module, never before
+
         own = kwargs.get("epilog")
         kwargs["epilog"] = help_text.epilog(name, own, kwargs.get("description"))
         if kwargs["epilog"] != own:  # examples are laid out by hand: keep their lines

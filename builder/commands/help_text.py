@@ -6,7 +6,7 @@ command's help has both."""
 from __future__ import annotations
 
 # A few lines a user types, each parsed by the test (so no flag here can go stale).
-EXAMPLES: dict[str, tuple[str, ...]] = {
+HELP_EXAMPLES: dict[str, tuple[str, ...]] = {
     "matrix": (
         "trainimg matrix list",
         "trainimg matrix explain rocky9-cu128-py3.12-torch2.11.0-runtime",
@@ -67,7 +67,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
 # What a command's exit status means, for the commands whose own text does not say it. Every
 # command: 2 is bad input (a clear message naming the value, builder/errors.py) and 130 an
 # interrupt (Ctrl-C: nothing half-written is left).
-EXITS: dict[str, str] = {
+HELP_EXITS: dict[str, str] = {
     "matrix": "0 fine, 1 warnings under check --strict, 2 an error in the matrix or a blocked "
     "cell (explain)",
     "render": "0 written (or, with --check, up to date), 1 --check found drift",
@@ -90,8 +90,8 @@ def epilog(name: str, own: str | None, description: str | None = None) -> str | 
     (or its description) already gives them."""
     parts = [own] if own else []
     said = f"{own or ''} {description or ''}".lower()
-    if EXAMPLES.get(name) and "example" not in said:
-        parts.append("examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name]))
-    if name in EXITS and "exit code" not in said:
-        parts.append(f"exit codes: {EXITS[name]}, {COMMON_EXITS}")
+    if HELP_EXAMPLES.get(name) and "example" not in said:
+        parts.append("examples:\n" + "\n".join(f"  {line}" for line in HELP_EXAMPLES[name]))
+    if name in HELP_EXITS and "exit code" not in said:
+        parts.append(f"exit codes: {HELP_EXITS[name]}, {COMMON_EXITS}")
     return "\n\n".join(parts) or None

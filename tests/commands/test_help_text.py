@@ -11,7 +11,7 @@ import shlex
 import pytest
 
 from builder.cli import COMMANDS, build_parser
-from builder.commands.help_text import EXAMPLES
+from builder.commands.help_text import HELP_EXAMPLES
 
 
 def _help(name: str, monkeypatch: pytest.MonkeyPatch) -> str:
@@ -40,7 +40,7 @@ def _argv(line: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "line", [line for lines in EXAMPLES.values() for line in lines], ids=lambda s: s[:60]
+    "line", [line for lines in HELP_EXAMPLES.values() for line in lines], ids=lambda s: s[:60]
 )
 def test_every_example_is_a_command_line_the_parser_takes(line: str) -> None:
     argv = _argv(line)
@@ -49,6 +49,8 @@ def test_every_example_is_a_command_line_the_parser_takes(line: str) -> None:
 
 
 def test_every_command_has_examples_of_its_own() -> None:
-    assert set(EXAMPLES) | {"run", "slurm"} == set(COMMANDS)  # run, slurm: in their own epilogs
-    for name, lines in EXAMPLES.items():
+    assert set(HELP_EXAMPLES) | {"run", "slurm"} == set(
+        COMMANDS
+    )  # run, slurm: in their own epilogs
+    for name, lines in HELP_EXAMPLES.items():
         assert all(_argv(line)[0] == name for line in lines), name
