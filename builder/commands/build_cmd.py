@@ -26,10 +26,11 @@ from builder.build.plan import BuildOptions, default_paths, plan_cells, refuse_b
 from builder.commands.common import add_engine_options, shared_options, workspace
 from builder.engines import proxy
 from builder.engines.base import EngineError, EngineUnavailable, short_id
-from builder.engines.build_log import STEP_LINE
+from builder.engines.build_log import STEP_LINE, StagePosition
 from builder.engines.discover import HOW_TO_START, EngineSearch, discover
 from builder.errors import TrainimgError
 from builder.matrix.model import Cell
+from builder.progress import Progress, RunningStep
 from builder.workspace import Workspace
 
 _BUILD_ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]{0,127})=([^\n\r\x00]*)$")
@@ -159,24 +160,51 @@ def parse_build_args(items: list[str]) -> dict[str, str]:
 
 
 class RichUi(Ui):
-    def __init__(self, console: Console, *, multi: bool, quiet: bool) -> None:
+    """The build's lines on the console; each cell's build a progress step whose heartbeat
+    says its stage and step (`build CELL: 40 s, stage 2/3, step 5/9`) while a step is silent."""
+
+    def __init__(
+        self,
+        console: Console,
+        *,
+        multi: bool,
+        quiet: bool,
+        progress: Progress | None = None,
+    ) -> None:
         self.console = console
         self.multi = multi
         self.quiet = quiet
+        self.progress = progress
+        self._steps: dict[str, RunningStep] = {}
+        self._where: dict[str, StagePosition] = {}
 
     def _prefix(self, cell: str) -> str:
         return f"{cell} | " if self.multi else "  "
 
+    def started(self, cell: str) -> None:
+        where = self._where[cell] = StagePosition()
+        if self.progress is not None:
+            self._steps[cell] = self.progress.begin(f"build {cell}", lambda: str(where))
+
+    def finished(self, cell: str) -> None:
+        step = self._steps.pop(cell, None)
+        if step is not None:
+            step.end()
+        self._where.pop(cell, None)
+
     def line(self, cell: str, text: str) -> None:
-        step = bool(STEP_LINE.match(text))
+        where = self._where.get(cell)
+        step = where.see(text) if where is not None else bool(STEP_LINE.match(text))
+        if cell in self._steps:
+            self._steps[cell].touch(text)
         if self.quiet and not step:
             return
         style = "bold cyan" if step else ("dim" if text.startswith("-->") else "")
-        self.console.print(
-            Text.assemble((self._prefix(cell), "dim"), (text, style)),
-            highlight=False,
-            soft_wrap=True,
-        )
+        parts: list[tuple[str, str] | str] = [(self._prefix(cell), "dim")]
+        if step and where is not None and where.stages is None:  # Docker's: say the stage
+            parts.append((f"(stage {where.stage}) ", "cyan"))
+        parts.append((text, style))
+        self.console.print(Text.assemble(*parts), highlight=False, soft_wrap=True)
 
     def event(self, cell: str, text: str) -> None:
         self.console.print(
@@ -296,8 +324,15 @@ def run(args: argparse.Namespace) -> int:
     lockfile.read(lock_path)  # an unreadable lock stops us here, not after a build
     # Not a terminal (CI logs, pipes): wide enough that cell names and tags are not cut.
     wide = sys.stderr.isatty() or os.environ.get("COLUMNS")
-    console = Console(stderr=True, highlight=False, soft_wrap=True, width=None if wide else 160)
-    ui = RichUi(console, multi=args.jobs > 1 and len(cells) > 1, quiet=args.quiet)
+    # -q shows the steps only: no heartbeat either. On a terminal the heartbeat's status line
+    # and the build's lines share one console, so neither draws over the other.
+    progress = Progress(quiet=args.quiet)
+    console = progress.console or Console(
+        stderr=True, highlight=False, soft_wrap=True, width=None if wide else 160
+    )
+    ui = RichUi(
+        console, multi=args.jobs > 1 and len(cells) > 1, quiet=args.quiet, progress=progress
+    )
     search = EngineSearch(args.engine, args.url)
     endpoint = discover(search, log=lambda m: console.print(f"[dim]{m}[/]"))
     try:

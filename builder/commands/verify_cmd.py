@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from builder.arches.scan import IMAGE_ROOTS
-from builder.commands.common import add_engine_options, shared_options
+from builder.commands.common import add_engine_options, add_quiet_option, shared_options
 from builder.engines import discover
 from builder.errors import TrainimgError
+from builder.progress import Progress
 from builder.verify.runner import DEFAULT_STEPS, suite_checks, supply_context, verify
 from builder.verify.target import load_workspace, resolve_image
 
@@ -68,6 +69,7 @@ def register(sub: Any) -> None:
         "--sbom", metavar="FILE", help="a CycloneDX SBOM of the image (`trainimg sbom`) to check"
     )
     p.add_argument("--json", metavar="FILE", help="also write the JSON report ('-': stdout)")
+    add_quiet_option(p)
     p.set_defaults(func=run)
 
 
@@ -96,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
             only=args.only,
             roots=args.root or IMAGE_ROOTS,
             supply=supply,
+            progress=Progress(quiet=args.quiet),
         )
     if args.json == "-":
         print(report.to_json())
