@@ -17,6 +17,7 @@ from builder.commands.common import add_engine_options, add_quiet_option, shared
 from builder.engines import discover
 from builder.errors import TrainimgError
 from builder.progress import Progress
+from builder.verify.live import stderr_beside_capture
 from builder.verify.runner import DEFAULT_STEPS, suite_checks, supply_context, verify
 from builder.verify.target import load_workspace, resolve_image
 
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
             only=args.only,
             roots=args.root or IMAGE_ROOTS,
             supply=supply,
-            progress=Progress(quiet=args.quiet),
+            progress=Progress(stderr_beside_capture(), quiet=args.quiet),
         )
     if args.json == "-":
         print(report.to_json())

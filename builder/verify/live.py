@@ -8,12 +8,29 @@ check is a progress step, so its heartbeat covers a long check too (builder/prog
 
 from __future__ import annotations
 
+import io
+import os
+import sys
+from typing import TextIO
+
 import pytest
 
 from builder.progress import Progress, RunningStep
 from builder.verify.report import Collector
 
 TAGS = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "SKIP"}
+
+
+def stderr_beside_capture() -> TextIO:
+    """stderr as the suite's progress must write it: pytest captures file descriptor 2 while a
+    check runs, so a heartbeat written there would vanish; a second descriptor on the same file,
+    taken before pytest starts, is not captured. sys.stderr itself where it has no descriptor
+    (a test's capture object)."""
+    try:
+        fd = os.dup(sys.stderr.fileno())
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        return sys.stderr
+    return open(fd, "w", buffering=1, encoding="utf-8", errors="replace")
 
 
 class CheckLines:
