@@ -128,8 +128,10 @@ class Progress:
         with self._lock:
             self._steps.append(step)
             if self._ticker is None:
-                self._wake.clear()
-                self._ticker = threading.Thread(target=self._tick, name="progress", daemon=True)
+                self._wake = threading.Event()  # its own: an old ticker still ending keeps its
+                self._ticker = threading.Thread(
+                    target=self._tick, args=(self._wake,), name="progress", daemon=True
+                )
                 self._ticker.start()
             self._show_status()
         return step
@@ -179,26 +181,26 @@ class Progress:
         if ticker is not None and ticker is not threading.current_thread():
             ticker.join(timeout=5)
 
-    def _tick(self) -> None:
-        """The heartbeat thread: runs while any step does."""
+    def _tick(self, wake: threading.Event) -> None:
+        """The heartbeat thread: runs while any step does (until `wake` is set)."""
         while True:
             with self._lock:
                 steps = list(self._steps)
-                if not steps or self._wake.is_set():
+                if not steps or wake.is_set():
                     return
             now = time.monotonic()
             due = [s for s in steps if now - s.heard >= self.heartbeat_s]
             for s in due:
                 said = s.heartbeat()  # a measure may read the disk: outside the lock
                 with self._lock:
-                    if s in self._steps and not self._wake.is_set():
+                    if s in self._steps and not wake.is_set():
                         s.heard = time.monotonic()
                         if self.console is None:
                             self.say(said)
             with self._lock:
-                if self.console is not None:
+                if not wake.is_set():
                     self._show_status()
-            self._wake.wait(self._next_wait(steps))
+            wake.wait(self._next_wait(steps))
 
     def _next_wait(self, steps: list[RunningStep]) -> float:
         if self.console is not None:
@@ -208,7 +210,7 @@ class Progress:
 
     def _show_status(self) -> None:
         """The terminal's status line: every running step, its seconds and its last line."""
-        if self.console is None:
+        if self.console is None or not self._steps:
             return
         parts = []
         for s in self._steps:

@@ -15,9 +15,9 @@ ANSI = re.compile(r"\x1b\[")
 
 def test_a_silent_step_gets_heartbeats_with_its_measure() -> None:
     out = io.StringIO()
-    progress = Progress(out, heartbeat_s=0.2)
+    progress = Progress(out, heartbeat_s=0.1)
     with progress.step("debootstrap bookworm", lambda: "12 MB written"):
-        time.sleep(0.75)
+        time.sleep(0.4)
     lines = out.getvalue().splitlines()
     beats = [line for line in lines if line.startswith("debootstrap bookworm: 0 s, 12 MB written")]
     assert len(beats) >= 2, lines
@@ -27,11 +27,11 @@ def test_a_silent_step_gets_heartbeats_with_its_measure() -> None:
 
 def test_output_lines_are_shown_and_put_off_the_heartbeat() -> None:
     out = io.StringIO()
-    progress = Progress(out, heartbeat_s=0.3)
+    progress = Progress(out, heartbeat_s=0.25)
     with progress.step("pip download") as step:
-        for n in range(6):  # a line every 0.1 s: never 0.3 s of silence
+        for n in range(6):  # a line every 0.05 s: never 0.25 s of silence
             step.line(f"Collecting wheel{n}")
-            time.sleep(0.1)
+            time.sleep(0.05)
     lines = out.getvalue().splitlines()
     assert [line for line in lines if "Collecting" in line] == [
         f"pip download: Collecting wheel{n}" for n in range(6)
@@ -52,7 +52,7 @@ def test_quiet_prints_nothing_and_the_step_still_runs() -> None:
     with progress.step("debootstrap bookworm", lambda: "1 MB written") as step:
         step.line("I: Retrieving InRelease")
         progress.say("base: import")
-        time.sleep(0.2)
+        time.sleep(0.12)
     assert out.getvalue() == ""
 
 
@@ -68,7 +68,7 @@ def test_a_terminal_gets_a_rich_status_line_not_plain_lines() -> None:
     progress = Progress(out, terminal=True, heartbeat_s=0.1)
     with progress.step("verify training_bf16") as step:
         step.line("step 3/12")
-        time.sleep(0.3)
+        time.sleep(0.2)
     text = out.getvalue()
     assert ANSI.search(text)  # the status line draws itself with escapes
     assert "verify training_bf16" in text

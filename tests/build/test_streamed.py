@@ -43,6 +43,7 @@ def _timed_lines(proc: subprocess.Popen[str]) -> list[tuple[float, str]]:
 
 
 @pytest.mark.integration
+@pytest.mark.slow  # 21 s: the one test that waits out the default heartbeat for real
 def test_a_silent_21_s_step_shows_a_line_at_least_every_10_s(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-c", _SILENT_DEBOOTSTRAP, str(tmp_path / "root")],
