@@ -31,9 +31,11 @@ from pathlib import Path
 
 from builder.build.base_archive import BaseConfig, oci_arch, write_archive
 from builder.build.rootfs_normalize import epoch_of, normalize_root
+from builder.build.streamed import run_streamed
 from builder.engines.roles import ImageStore
 from builder.errors import TrainimgError
 from builder.facts.oses import DEBIAN_MIRROR, DEBIAN_SECURITY_MIRROR, DISTROS
+from builder.progress import SILENT, Progress, size
 from builder.spec.labels import (
     BASE_LISTS_DATE_LABEL,
     BASE_RECIPE_LABEL,
@@ -57,6 +59,7 @@ ROOTFS_TRIM = (
     "usr/share/info",
     "var/log",
 )
+TOOL_TIMEOUT_S = 1800
 
 
 class BaseImageError(TrainimgError):
@@ -102,19 +105,55 @@ def release_date(texts: list[str]) -> str:
     return max(dates).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def _chroot(root: Path, *args: str) -> None:
+def tree_bytes(root: Path) -> int:
+    """The bytes of the regular files under `root` (what a heartbeat says of a new root)."""
+    total = 0
+    stack = [root]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:  # a directory that went away (or is not readable) while debootstrap ran
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+            except OSError:
+                continue
+    return total
+
+
+def _tool(
+    argv: list[str],
+    what: str,
+    progress: Progress,
+    root: Path,
+    env: dict[str, str] | None = None,
+) -> None:
+    """Run one step of making the root, its lines through `progress` and its size the
+    heartbeat's measure; a failure says its last 15 lines."""
+    with progress.step(what, lambda: f"{size(tree_bytes(root))} written") as step:
+        try:
+            done = run_streamed(argv, step, timeout=TOOL_TIMEOUT_S, env=env)
+        except subprocess.TimeoutExpired:
+            raise BaseImageError(f"{what} did not finish in {TOOL_TIMEOUT_S} s") from None
+        if done.returncode != 0:
+            raise BaseImageError(f"{what} failed ({done.returncode}):\n{done.tail_text}")
+
+
+def _chroot(root: Path, progress: Progress, *args: str) -> None:
     env = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
-    proc = subprocess.run(
-        ["chroot", str(root), *args], capture_output=True, text=True, timeout=1800, env=env
-    )
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
-        raise BaseImageError(
-            f"{' '.join(args)} in the new root failed ({proc.returncode}):\n{tail}"
-        )
+    _tool(["chroot", str(root), *args], f"{' '.join(args)} in the new root", progress, root, env)
 
 
-def rootfs_tarball(spec: BaseSpec, cache_dir: Path, log: Callable[[str], None]) -> Path:
+def rootfs_tarball(
+    spec: BaseSpec,
+    cache_dir: Path,
+    log: Callable[[str], None],
+    progress: Progress = SILENT,
+) -> Path:
     """The cached, trimmed rootfs tarball for `spec` (its lists date in `<tarball>.json`);
     made with debootstrap and upgraded from the updates and security suites when missing."""
     tarball = cache_dir / f"rootfs-{spec.suite}-{spec.key}.tar"
@@ -128,26 +167,19 @@ def rootfs_tarball(spec: BaseSpec, cache_dir: Path, log: Callable[[str], None]) 
     with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".rootfs-") as tmp:
         root = Path(tmp) / "root"
         log(f"debootstrap {spec.suite} ({', '.join(spec.include)}) from {spec.mirror}")
-        proc = subprocess.run(
-            [
-                "debootstrap",
-                "--variant=minbase",
-                f"--include={','.join(spec.include)}",
-                spec.suite,
-                str(root),
-                spec.mirror,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
-        if proc.returncode != 0:
-            tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
-            raise BaseImageError(f"debootstrap failed ({proc.returncode}):\n{tail}")
+        debootstrap = [
+            "debootstrap",
+            "--variant=minbase",
+            f"--include={','.join(spec.include)}",
+            spec.suite,
+            str(root),
+            spec.mirror,
+        ]
+        _tool(debootstrap, f"debootstrap {spec.suite}", progress, root)
         (root / "etc/apt/sources.list").write_text(spec.sources_list())
         log(f"apt-get update && upgrade from {', '.join(spec.suites)}")
-        _chroot(root, "apt-get", "update", "-qq")
-        _chroot(root, "apt-get", "-y", "-qq", "upgrade")
+        _chroot(root, progress, "apt-get", "update", "-qq")
+        _chroot(root, progress, "apt-get", "-y", "-qq", "upgrade")
         lists = root / "var/lib/apt/lists"
         date = release_date(
             [p.read_text(errors="replace") for p in sorted(lists.glob("*Release")) if p.is_file()]
@@ -159,7 +191,8 @@ def rootfs_tarball(spec: BaseSpec, cache_dir: Path, log: Callable[[str], None]) 
                 target.mkdir()
         normalize_root(root, date)
         part = Path(tmp) / "rootfs.tar"
-        subprocess.run(tar_command(root, part, date), check=True, timeout=600)
+        with progress.step("tar the rootfs", lambda: f"{size(part.stat().st_size)} written"):
+            subprocess.run(tar_command(root, part, date), check=True, timeout=600)
         _meta(tarball).write_text(json.dumps({"lists_date": date, "suites": spec.suites}) + "\n")
         os.replace(part, tarball)
     return tarball
@@ -217,6 +250,7 @@ def make_offline_base(
     *,
     force: bool = False,
     log: Callable[[str], None] = lambda _msg: None,
+    progress: Progress = SILENT,
 ) -> bool:
     """Load the base as `spec.tag` unless it exists; returns True when it was (re)made. Its
     image id is a function of the rootfs tarball alone (base_archive), checked after the load."""
@@ -226,7 +260,7 @@ def make_offline_base(
             log(f"{spec.tag} exists")
             return False
         log(f"{spec.tag} exists but was made from another recipe ({recipe}): remaking it")
-    tarball = rootfs_tarball(spec, cache_dir, log)
+    tarball = rootfs_tarball(spec, cache_dir, log, progress)
     date = lists_date(tarball)
     log(f"load {tarball.name} -> {spec.tag}")
     with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".archive-") as tmp:
@@ -234,7 +268,8 @@ def make_offline_base(
         image_id = write_archive(
             tarball, archive, spec.tag, base_config(spec, date), date, oci_arch()
         )
-        engine.load_image(archive)
+        with progress.step(f"load {spec.tag}", lambda: f"{size(tarball.stat().st_size)} tarball"):
+            engine.load_image(archive)
     loaded = engine.inspect_image(spec.tag).id
     if loaded != image_id:
         raise BaseImageError(

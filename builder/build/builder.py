@@ -60,6 +60,12 @@ class Ui:
     def event(self, cell: str, text: str) -> None:
         pass
 
+    def started(self, cell: str) -> None:
+        """The cell's build began (its progress step, builder/progress.py)."""
+
+    def finished(self, cell: str) -> None:
+        """The cell's build ended, whatever the outcome."""
+
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
@@ -113,11 +119,13 @@ class Builder:
                 return self._up_to_date(engine, plan, start)
             self.ui.event(name, f"building {plan.cell_tag} (build hash {plan.build_hash})")
             tarball = plan.context.tarball(self.work_dir)
+            self.ui.started(name)
             try:
                 result = engine.build(
                     self._image_request(engine, plan, tarball, on_log), on_log=on_log
                 )
             finally:  # the engine removed it once it had it; not when the request was refused
+                self.ui.finished(name)
                 tarball.unlink(missing_ok=True)
             self.journal.tag(engine, name, result.image_id, plan.hash_tag)
             self.journal.tag(engine, name, result.image_id, plan.cell_tag)

@@ -8,6 +8,10 @@ every wheel the closure lacks, checks each chosen file against the lock, and der
 requirements files with `--hash` lines from it (builder/spec/wheel_groups.py). Only those files go
 into the build context. `fill` makes a wheelhouse from local directories (/opt/wheels) and
 `pip download` (with dependencies, for the cell's platform), and writes the lock.
+
+One module, over 400 lines: choosing a cell's wheels and filling a wheelhouse read and write
+the one lock and resolve the one closure, and filling shows its pip run as it goes
+(builder/build/streamed.py); split, each half would import the other's privates.
 """
 
 from __future__ import annotations
@@ -36,9 +40,11 @@ from packaging.version import InvalidVersion, Version
 from builder.atomic_file import atomic_write
 from builder.build import closure, torchao_build
 from builder.build.closure import Wheel
+from builder.build.streamed import run_streamed
 from builder.errors import TrainimgError
 from builder.facts import torch_builds
 from builder.matrix.model import Cell, Project
+from builder.progress import SILENT, Progress, size
 from builder.spec import wheel_groups
 from builder.spec.pip_pins import pip_pins
 
@@ -235,10 +241,34 @@ def select(directory: Path, cell: Cell, project: Project) -> Selection:
 # --- filling a wheelhouse --------------------------------------------------------------------
 
 Runner = Callable[[list[str]], "subprocess.CompletedProcess[str]"]
+PIP_TIMEOUT_S = 3600
 
 
-def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=3600)
+def streamed_runner(progress: Progress, dest: Path) -> Runner:
+    """`pip download` with its lines (Collecting, Downloading NAME (SIZE), Saved) shown as
+    they come and a heartbeat of the wheels that have arrived in `dest`; what it returns
+    carries the tail of the output as its stderr."""
+
+    def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        before = {p.name for p in dest.glob("*.whl")}
+
+        def arrived() -> str:
+            new = [p for p in dest.glob("*.whl") if p.name not in before]
+            return f"{len(new)} wheel(s), {size(sum(p.stat().st_size for p in new))} in {dest}"
+
+        step = progress.begin("pip download", arrived)
+        try:
+            done = run_streamed(argv, step, timeout=PIP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            step.end()
+            raise WheelhouseError(f"pip download did not finish in {PIP_TIMEOUT_S} s") from None
+        except BaseException:
+            step.end()
+            raise
+        step.end(f"{'done' if done.returncode == 0 else 'failed'}: {arrived()}")
+        return subprocess.CompletedProcess(argv, done.returncode, "", done.tail_text)
+
+    return run
 
 
 @dataclass(frozen=True)
@@ -263,6 +293,8 @@ def pip_download_argv(
         "pip",
         "download",
         "--disable-pip-version-check",
+        "--progress-bar",
+        "off",  # a pipe, not a terminal: pip's own lines say each wheel and its size
         "--only-binary=:all:",
         "--python-version",
         cell.python,
@@ -312,13 +344,15 @@ def fill(
     find_links: Sequence[Path] = (),
     index_url: str = PYPI,
     offline: bool = False,
-    run: Runner = _run,
+    run: Runner | None = None,
     log: Callable[[str], None] = lambda _m: None,
+    progress: Progress = SILENT,
 ) -> FillReport:
     """Make `dest` hold every cell's whole closure: copy from `find_links` directories first,
     `pip download` (with dependencies) the rest unless offline, then (re)write wheelhouse.lock.
     Existing files that disagree with an existing lock are an error, never silently replaced."""
     dest.mkdir(parents=True, exist_ok=True)
+    run = run or streamed_runner(progress, dest)
     old_lock = read_lock(dest) or {}
     copied: list[str] = []
     downloaded: list[str] = []
@@ -356,17 +390,24 @@ def fill(
                     f"cell {cell.name}: pip download finished but the closure still lacks "
                     f"{'; '.join(map(str, res.missing))}"
                 )
-    hashes = {}
-    for path in sorted(dest.glob("*.whl")):
-        sha = sha256_file(path)
-        if path.name in old_lock and old_lock[path.name] != sha:
-            raise WheelhouseError(
-                f"{dest / path.name}: sha256 {sha[:16]}… but {LOCK_NAME} says "
-                f"{old_lock[path.name][:16]}…; remove the file (or the lock entry) and fill again"
-            )
-        hashes[path.name] = sha
+    hashes: dict[str, str] = {}
+    wheels = sorted(dest.glob("*.whl"))
+    with progress.step("hash the wheels", lambda: f"{len(hashes)} of {len(wheels)} hashed"):
+        for path in wheels:
+            _hash_into(hashes, path, old_lock, dest)
     lock = write_lock(dest, hashes)
     return FillReport(tuple(copied), tuple(downloaded), tuple(dict.fromkeys(present)), lock)
+
+
+def _hash_into(hashes: dict[str, str], path: Path, old_lock: dict[str, str], dest: Path) -> None:
+    """The file's sha256 into `hashes`; one that disagrees with the old lock is an error."""
+    sha = sha256_file(path)
+    if path.name in old_lock and old_lock[path.name] != sha:
+        raise WheelhouseError(
+            f"{dest / path.name}: sha256 {sha[:16]}… but {LOCK_NAME} says "
+            f"{old_lock[path.name][:16]}…; remove the file (or the lock entry) and fill again"
+        )
+    hashes[path.name] = sha
 
 
 def _copy(src: Path, dst: Path) -> None:

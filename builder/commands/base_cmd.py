@@ -5,18 +5,23 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 from builder.build.base_image import BaseSpec, make_offline_base
-from builder.commands.common import add_engine_options, shared_options, workspace
+from builder.commands.common import (
+    add_engine_options,
+    add_quiet_option,
+    shared_options,
+    workspace,
+)
 from builder.engines.discover import engine_session
 from builder.engines.local_podman import ROOT_ENV
 from builder.engines.roles import ImageStore
 from builder.errors import TrainimgError
 from builder.facts.oses import DEBIAN_MIRROR, DISTROS
 from builder.matrix.model import OsSpec
+from builder.progress import Progress
 
 
 def register(sub: Any) -> None:
@@ -41,6 +46,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--force", action="store_true", help="remake the base even if the image exists")
     p.add_argument("--mirror", default=DEBIAN_MIRROR, help="the Debian mirror")
+    add_quiet_option(p)
     p.set_defaults(func=run)
 
 
@@ -50,13 +56,16 @@ def run(args: argparse.Namespace) -> int:
     if not local_oses:
         print("no OS in the matrix is marked local: nothing to make")
         return 0
+    progress = Progress(quiet=args.quiet)
     with engine_session(args.engine, args.url) as engine:
         for os_spec in local_oses:
-            _make(args, os_spec, engine)
+            _make(args, os_spec, engine, progress)
     return 0
 
 
-def _make(args: argparse.Namespace, os_spec: OsSpec, engine: ImageStore) -> None:
+def _make(
+    args: argparse.Namespace, os_spec: OsSpec, engine: ImageStore, progress: Progress
+) -> None:
     suite = os_spec.distro.codename  # the Debian suite debootstrap fetches
     if not suite:
         recipes = [key for key, distro in DISTROS.items() if distro.codename]
@@ -70,6 +79,7 @@ def _make(args: argparse.Namespace, os_spec: OsSpec, engine: ImageStore) -> None
         Path(args.cache) / "base",
         engine,
         force=args.force,
-        log=lambda m: print(f"base: {m}", file=sys.stderr),
+        log=lambda m: progress.say(f"base: {m}"),
+        progress=progress,
     )
     print(f"{spec.tag}: {'made' if made else 'present'} ({engine.name})")

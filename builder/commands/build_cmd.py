@@ -16,13 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.measure import Measurement
-from rich.table import Table
-from rich.text import Text
 
 from builder.build import lock as lockfile
 from builder.build import problems
-from builder.build.builder import Builder, BuildsFailed, Outcome, Ui
+from builder.build.builder import Builder, BuildsFailed, Outcome
 from builder.build.plan import (
     BuildOptions,
     default_paths,
@@ -30,6 +27,7 @@ from builder.build.plan import (
     plan_each,
     refuse_bad_options,
 )
+from builder.commands.build_output import RichUi, summary
 from builder.commands.common import (
     FROM_CONFIG,
     add_engine_options,
@@ -38,11 +36,11 @@ from builder.commands.common import (
     workspace,
 )
 from builder.engines import proxy
-from builder.engines.base import EngineError, EngineUnavailable, short_id
-from builder.engines.build_log import STEP_LINE
+from builder.engines.base import EngineError, EngineUnavailable
 from builder.engines.discover import HOW_TO_START, EngineSearch, discover
 from builder.errors import TrainimgError
 from builder.matrix.model import Cell
+from builder.progress import Progress
 from builder.workspace import Workspace
 
 _BUILD_ARG = re.compile(r"^([A-Za-z_][A-Za-z0-9_]{0,127})=([^\n\r\x00]*)$")
@@ -176,88 +174,6 @@ def parse_build_args(items: list[str]) -> dict[str, str]:
     return out
 
 
-class RichUi(Ui):
-    def __init__(self, console: Console, *, multi: bool, quiet: bool) -> None:
-        self.console = console
-        self.multi = multi
-        self.quiet = quiet
-
-    def _prefix(self, cell: str) -> str:
-        return f"{cell} | " if self.multi else "  "
-
-    def line(self, cell: str, text: str) -> None:
-        step = bool(STEP_LINE.match(text))
-        if self.quiet and not step:
-            return
-        style = "bold cyan" if step else ("dim" if text.startswith("-->") else "")
-        self.console.print(
-            Text.assemble((self._prefix(cell), "dim"), (text, style)),
-            highlight=False,
-            soft_wrap=True,
-        )
-
-    def event(self, cell: str, text: str) -> None:
-        self.console.print(
-            Text.assemble(("==> ", "bold green"), (cell, "bold"), f": {text}"),
-            highlight=False,
-            soft_wrap=True,
-        )
-
-
-def _size(n: int) -> str:
-    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
-
-
-_STYLES = {"built": "green", "skipped": "blue", "failed": "red", "cancelled": "yellow"}
-
-
-def _summary_table(outcomes: list[Outcome], width: int) -> Table:
-    """The summary as one row per cell when that fits `width`; else each cell's name and
-    result on one line and the other columns on a line under it, so a narrow terminal
-    (80 columns) never sees a cell name cut."""
-    rows = [
-        (
-            o.cell,
-            Text(o.status if o.status != "skipped" else "up to date", _STYLES[o.status]),
-            f"{o.seconds:.1f}s",
-            short_id(o.image_id) if o.image_id else "-",
-            _size(o.size) if o.size else "-",
-            f"{o.cached_steps}/{o.steps}" if o.steps else "-",
-        )
-        for o in outcomes
-    ]
-    table = Table(title="trainimg build", title_justify="left")
-    for col in ("cell", "result", "time", "image", "size", "cached steps"):
-        table.add_column(col, no_wrap=True)
-    for row in rows:
-        table.add_row(*row)
-    unbounded = Console(width=1000)
-    if Measurement.get(unbounded, unbounded.options, table).maximum <= width:
-        return table
-    narrow = Table(title="trainimg build", title_justify="left")
-    narrow.add_column("cell\n  time, image, size, cached steps", no_wrap=True)
-    narrow.add_column("result", no_wrap=True)
-    for cell, result, *rest in rows:
-        narrow.add_row(Text.assemble(cell, ("\n  " + "  ".join(rest), "dim")), result)
-    return narrow
-
-
-def summary(console: Console, outcomes: list[Outcome]) -> None:
-    console.print(_summary_table(outcomes, console.width))
-    for o in outcomes:
-        if o.status != "failed":
-            continue
-        console.print(  # wrapped to the terminal: the cell name comes first, whole
-            Text.assemble(("FAILED ", "bold red"), (o.cell, "bold"), f": {o.error}"),
-            highlight=False,
-            soft_wrap=False,
-        )
-        if o.log_tail:
-            console.print(Text(f"  last {len(o.log_tail)} lines of its log:", "dim"))
-            for line in o.log_tail:
-                console.print(Text(f"  | {line}"), highlight=False, soft_wrap=True)
-
-
 def _options(args: argparse.Namespace) -> BuildOptions:
     """The build options the flags give, each checked (exit 2 naming the flag)."""
     if args.jobs < 1:
@@ -338,8 +254,15 @@ def run(args: argparse.Namespace) -> int:
     lockfile.read(lock_path)  # an unreadable lock stops us here, not after a build
     # Not a terminal (CI logs, pipes): wide enough that cell names and tags are not cut.
     wide = sys.stderr.isatty() or os.environ.get("COLUMNS")
-    console = Console(stderr=True, highlight=False, soft_wrap=True, width=None if wide else 160)
-    ui = RichUi(console, multi=args.jobs > 1 and len(cells) > 1, quiet=args.quiet)
+    # -q shows the steps only: no heartbeat either. On a terminal the heartbeat's status line
+    # and the build's lines share one console, so neither draws over the other.
+    progress = Progress(quiet=args.quiet)
+    console = progress.console or Console(
+        stderr=True, highlight=False, soft_wrap=True, width=None if wide else 160
+    )
+    ui = RichUi(
+        console, multi=args.jobs > 1 and len(cells) > 1, quiet=args.quiet, progress=progress
+    )
     search = EngineSearch(args.engine, args.url)
     endpoint = discover(search, log=lambda m: console.print(f"[dim]{m}[/]"))
     try:

@@ -45,6 +45,17 @@ def shared_options() -> argparse.ArgumentParser:
     return p
 
 
+def add_quiet_option(p: argparse.ArgumentParser) -> None:
+    """-q/--quiet, as every command with long steps takes it (builder/progress.py)."""
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress on stderr (the step lines and the heartbeat every few seconds); "
+        "results and errors still print, exit codes are the same",
+    )
+
+
 def workspace(args: argparse.Namespace, *, strict: bool = True) -> Workspace:
     return open_workspace(args.matrix, args.today, strict=strict)
 

@@ -24,6 +24,7 @@ from builder.build import lock as lockfile
 from builder.commands.common import (
     REGISTRY_HELP,
     add_engine_options,
+    add_quiet_option,
     configured_value,
     lock_file,
     said,
@@ -36,6 +37,7 @@ from builder.engines.discover import engine_session, isolated_store
 from builder.engines.local_podman import podman_cli
 from builder.engines.roles import InspectAndRun, RegistryTransfer
 from builder.errors import TrainimgError
+from builder.progress import Progress
 from builder.registry import attach, auth, dsse, reference, signed, signing
 from builder.registry.client import RegistryClient
 from builder.sbom import documents
@@ -91,15 +93,24 @@ def register(sub: Any) -> None:
         "(`trainimg attestations IMAGE --key PUB.pem` verifies them)",
     )
     add_engine_options(p)
+    add_quiet_option(p)
     p.set_defaults(func=run)
 
 
 def _push(
-    engine: RegistryTransfer, ref: str, creds: Credentials | None, tries: int, tls: bool
+    engine: RegistryTransfer,
+    ref: str,
+    creds: Credentials | None,
+    tries: int,
+    tls: bool,
+    progress: Progress,
 ) -> None:
+    """Push with retries; the engine's API answers only when a push is over, so a heartbeat
+    says the push still runs (builder/progress.py)."""
     for attempt in range(1, tries + 1):
         try:
-            engine.push(ref, creds, tls_verify=tls)
+            with progress.step(f"push {ref}" + (f" (try {attempt})" if attempt > 1 else "")):
+                engine.push(ref, creds, tls_verify=tls)
             return
         except EngineError as exc:
             if attempt == tries:
@@ -138,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
             raise TrainimgError(f"cell {name}: no record in {lock_path}: `trainimg build` it first")
     creds = auth.lookup(target.registry, os.environ)
     tls = not reference.is_insecure(target.registry)
+    progress = Progress(quiet=args.quiet)
     client = RegistryClient(target.registry, creds)
     try:
         client.ping()
@@ -159,9 +171,10 @@ def run(args: argparse.Namespace) -> int:
                 for ref in refs:
                     engine.tag(rec.image_id, ref)
                     if staging is not None:
-                        _push_signed(rec.image_id, ref, args.sign_by, creds, tls, staging)
+                        with progress.step(f"signed push {ref}"):
+                            _push_signed(rec.image_id, ref, args.sign_by, creds, tls, staging)
                     else:
-                        _push(engine, ref, creds, max(1, args.retries), tls)
+                        _push(engine, ref, creds, max(1, args.retries), tls, progress)
                     pushed[ref] = client.manifest_digest(reference.parse_reference(ref))
                 if args.sign:
                     _attach(ws, engine, client, target, name, rec, refs[0], attest_key)

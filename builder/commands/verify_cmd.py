@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from builder.arches.scan import IMAGE_ROOTS
-from builder.commands.common import add_engine_options, shared_options
+from builder.commands.common import add_engine_options, add_quiet_option, shared_options
 from builder.commands.json_out import STDOUT, JsonKind, add_json_option, document, write_json
 from builder.engines import discover
 from builder.errors import TrainimgError
+from builder.progress import Progress
+from builder.verify.live import stderr_beside_capture
 from builder.verify.report import Report
 from builder.verify.runner import DEFAULT_STEPS, suite_checks, supply_context, verify
 from builder.verify.target import load_workspace, resolve_image
@@ -74,6 +76,7 @@ def register(sub: Any) -> None:
         "--sbom", metavar="FILE", help="a CycloneDX SBOM of the image (`trainimg sbom`) to check"
     )
     add_json_option(p, VERIFY_JSON)
+    add_quiet_option(p)
     p.set_defaults(func=run)
 
 
@@ -102,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
             only=args.only,
             roots=args.root or IMAGE_ROOTS,
             supply=supply,
+            progress=Progress(stderr_beside_capture(), quiet=args.quiet),
         )
     if args.json is not None:
         write_json(args.json, report_document(report))

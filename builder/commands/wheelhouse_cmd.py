@@ -10,12 +10,14 @@ from typing import Any
 from builder.build.wheelhouse import LOCK_NAME, PYPI, fill, select
 from builder.commands.common import (
     FROM_CONFIG,
+    add_quiet_option,
     output_dir,
     shared_options,
     wheelhouse_default,
     workspace,
 )
 from builder.errors import TrainimgError
+from builder.progress import Progress
 
 DEFAULT_FIND_LINKS = (Path("/opt/wheels"),)
 
@@ -57,6 +59,7 @@ def register(sub: Any) -> None:
         action="store_true",
         help=f"change nothing: exit 1 unless DEST holds every cell's closure, matching {LOCK_NAME}",
     )
+    add_quiet_option(p)
     p.set_defaults(func=run)
 
 
@@ -80,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
             groups = ", ".join(f"{g} {len(sel.in_group(g))}" for g in sel.groups)
             print(f"{cell.name}: closure of {len(sel.wheels)} wheels ({groups}), hash-checked")
         return 1 if bad else 0
+    progress = Progress(quiet=args.quiet)
     links = (
         args.find_links
         if args.find_links is not None
@@ -92,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
         find_links=links,
         index_url=args.index_url,
         offline=args.offline,
-        log=lambda m: print(f"wheelhouse: {m}", file=sys.stderr),
+        log=lambda m: progress.say(f"wheelhouse: {m}"),
+        progress=progress,
     )
     print(
         f"{args.dest}: {len(report.copied)} copied, {len(report.downloaded)} downloaded, "

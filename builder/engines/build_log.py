@@ -24,6 +24,40 @@ TAIL_LINES = 40
 # <id>"; Docker's classic builder says "Step 3/9 : RUN ..." and " ---> Using cache".
 STEP_LINE = re.compile(r"^(?:\[\d+/\d+\] )?(?:STEP|Step) \d+/\d+ ?: ")
 _CACHE = re.compile(r"^(?:-->| --->) Using cache")
+_POSITION = re.compile(
+    r"^(?:\[(\d+)/(\d+)\] )?(?:STEP|Step) (\d+)/(\d+) ?: (FROM\b)?", re.IGNORECASE
+)
+
+
+class StagePosition:
+    """Where a build is, read from its step lines: buildah numbers its stages ("[2/3] STEP
+    3/9: ..."); Docker's classic builder numbers only steps, so a FROM step starts the next
+    stage and the number of stages is unknown ("stage 2, step 11/20")."""
+
+    def __init__(self) -> None:
+        self.stage = 0
+        self.stages: int | None = None
+        self.step = 0
+        self.steps = 0
+
+    def see(self, line: str) -> bool:
+        """Take one log line; True when it was a step line."""
+        m = _POSITION.match(line)
+        if m is None:
+            return False
+        stage, stages, step, steps, from_ = m.groups()
+        if stage is not None:
+            self.stage, self.stages = int(stage), int(stages)
+        elif from_ is not None or self.stage == 0:
+            self.stage += 1
+        self.step, self.steps = int(step), int(steps)
+        return True
+
+    def __str__(self) -> str:
+        if not self.stage:
+            return ""
+        stage = f"stage {self.stage}" + (f"/{self.stages}" if self.stages else "")
+        return f"{stage}, step {self.step}/{self.steps}"
 
 
 class BuildLog:

@@ -17,10 +17,12 @@ from builder.build import lock as lockfile
 from builder.engines.roles import EngineConnection, InspectAndRun
 from builder.errors import TrainimgError
 from builder.judgement.registry import Registered, registered
+from builder.progress import SILENT, Progress
 from builder.spec.labels import CELL_LABEL
 from builder.verify import expect as expectations
 from builder.verify import host_compat, suite
 from builder.verify.lifecycle import plan_gpus, running_container
+from builder.verify.live import CheckLines
 from builder.verify.report import CheckResult, Collector, Report
 from builder.verify.suite import (  # noqa: F401 - registers the verify checks, in run order
     test_1_versions,
@@ -71,13 +73,17 @@ def pytest_args(context_file: Path, junitxml: str | None, only: str | None = Non
 
 
 def run_suite(
-    ctx: dict[str, Any], junitxml: str | None = None, only: str | None = None
+    ctx: dict[str, Any],
+    junitxml: str | None = None,
+    only: str | None = None,
+    progress: Progress = SILENT,
 ) -> tuple[int, list[CheckResult]]:
     collector = Collector()
+    lines = CheckLines(collector, progress)
     with tempfile.TemporaryDirectory(prefix="trainimg-verify-") as tmp:
         context_file = Path(tmp) / "context.json"
         context_file.write_text(json.dumps(ctx), encoding="utf-8")
-        code = pytest.main(pytest_args(context_file, junitxml, only), plugins=[collector])
+        code = pytest.main(pytest_args(context_file, junitxml, only), plugins=[collector, lines])
     if code == pytest.ExitCode.INTERRUPTED and not collector.keyboard_interrupt:
         # a collection error (reported as the "collect" check's error), not a Ctrl-C
         code = pytest.ExitCode.TESTS_FAILED
@@ -131,6 +137,7 @@ def verify(
     roots: Sequence[str] = IMAGE_ROOTS,
     only: str | None = None,
     supply: dict[str, Any] | None = None,
+    progress: Progress = SILENT,
 ) -> Report:
     """Run every check against `image`; raises KeyboardInterrupt after cleanup on Ctrl-C."""
     info = engine.inspect_image(image)
@@ -161,7 +168,7 @@ def verify(
             "scan_roots": list(roots),
             "supply": supply_context(info.id, workspace) if supply is None else supply,
         }
-        code, checks = run_suite(ctx, junitxml, only)
+        code, checks = run_suite(ctx, junitxml, only, progress)
     if code == pytest.ExitCode.INTERRUPTED:
         raise KeyboardInterrupt
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:

@@ -258,3 +258,22 @@ def test_fill_never_overwrites_a_file_that_disagrees_with_the_lock(
     with pytest.raises(WheelhouseError, match="fsspec"):
         fill(wh, [cell], project, offline=True)
     assert (wh / LOCK_NAME).read_text() == before
+
+
+def test_the_wheelhouse_command_shows_its_steps_and_quiet_shows_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from builder.cli import main
+
+    local = fake_wheels(tmp_path / "local")
+    argv = ["wheelhouse", CPU_CELL, "--matrix", str(REPO / "matrix.yaml"), "--offline"]
+    argv += ["--find-links", str(local)]
+    assert main([*argv, "--dest", str(tmp_path / "a")]) == 0
+    loud = capsys.readouterr()
+    assert "wheelhouse: copied " in loud.err
+    assert "hash the wheels: done (" in loud.err
+    assert "\x1b" not in loud.err  # not a terminal: plain lines
+    assert main([*argv, "--dest", str(tmp_path / "b"), "-q"]) == 0
+    quiet = capsys.readouterr()
+    assert quiet.err == ""
+    assert quiet.out.replace(str(tmp_path / "b"), "") == loud.out.replace(str(tmp_path / "a"), "")
