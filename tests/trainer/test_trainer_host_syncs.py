@@ -1,83 +1,51 @@
 """How many blocking device-to-host reads each training step makes (issue 35, "honest
 throughput"), and that deferring them keeps the numerical stops' guarantees.
 
-On a GPU every `.item()`, `.tolist()`, `.cpu()`, `float(t)`, `int(t)` or `bool(t)` of a device
-tensor, and every `torch.cuda.synchronize`, waits for the queue to drain; on the CPU they cost
-nothing, so this counts the calls themselves (torch's Python-level ones included) on a CPU run,
-attributed to the step in flight. The loop reads each step's loss and grad norm at the next log,
-checkpoint or eval step (trainer/step_values.py): a non-log step reads nothing, except torch's
-GradScaler under fp16 (its found-inf flag, read on the host to decide whether optimizer.step
-runs: docs/trainer.md, "Numerical health"). On a GPU `torch.cuda.set_sync_debug_mode("warn")`
-shows the same from torch's side.
+The reads are counted on a CPU run by benchmarks/host_reads.py (each `.item()`, `.tolist()`,
+`.cpu()`, `float(t)`, ... and `torch.cuda.synchronize`, attributed to the step in flight). The
+loop reads each step's loss and grad norm at the next log, checkpoint or eval step
+(trainer/step_values.py): a non-log step reads nothing, except torch's GradScaler under fp16
+(its found-inf flag, read on the host to decide whether optimizer.step runs: docs/trainer.md,
+"Numerical health"). On a GPU `torch.cuda.set_sync_debug_mode("warn")` shows the same from
+torch's side.
 """
 
 from __future__ import annotations
 
-import sys
-from collections import defaultdict
-from collections.abc import Callable
+import importlib.util
 from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
-from tests.trainer.trainer_helpers import QUICK, RunCli, records
-from trainer import checkpoint, train_step
+from tests.trainer.trainer_helpers import QUICK, REPO, RunCli, records
+from trainer import checkpoint
 from trainer.errors import EXIT_NUMERICAL
 
 pytestmark = pytest.mark.integration  # it trains
 
-READS = ("item", "tolist", "cpu", "__float__", "__int__", "__bool__")
-# reads of tensors that live on the host on every device, so no sync: the optimizer's step
-# counter (a CPU tensor, as torch's own AdamW keeps it when not capturable)
-HOST_SIDE = {("optim.py", "_update")}
 GRAD_SCALER = "grad_scaler.py"  # fp16: torch's own per-step read (GradScaler._maybe_opt_step)
 
-Reads = dict[int, list[tuple[str, str]]]
 
-
-def _count_reads(monkeypatch: pytest.MonkeyPatch) -> Reads:
-    """Where each step read (file, function): the step is the one train_step.backward was last
-    called for."""
-    per_step: Reads = defaultdict(list)
-    current = [0]
-    real_backward = train_step.backward
-
-    def backward(run: Any, params: Any, step: int, lr: float, arm: bool) -> Any:
-        current[0] = step
-        return real_backward(run, params, step, lr, arm)
-
-    def note() -> None:
-        caller = sys._getframe(2).f_code
-        where = (caller.co_filename.rsplit("/", 1)[-1], caller.co_name)
-        if current[0] and where not in HOST_SIDE:
-            per_step[current[0]].append(where)
-
-    monkeypatch.setattr(train_step, "backward", backward)
-    for name in READS:
-        real: Callable[..., Any] = getattr(torch.Tensor, name)
-
-        def counted(self: torch.Tensor, *a: Any, _real: Callable[..., Any] = real) -> Any:
-            note()
-            return _real(self, *a)
-
-        monkeypatch.setattr(torch.Tensor, name, counted)
-    # no GPU here: a call would fail on this torch, so it is only counted
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: note())
-    return per_step
+def _host_reads() -> Any:
+    """benchmarks/host_reads.py, the counter trainer_overhead.py prints with."""
+    path = REPO / "benchmarks" / "host_reads.py"
+    spec = importlib.util.spec_from_file_location("host_reads", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.mark.parametrize(("preset", "per_non_log_step"), [("bf16", []), ("fp16", [GRAD_SCALER])])
 def test_a_non_log_step_reads_nothing_back(
-    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch, preset: str, per_non_log_step: list[str]
+    run_cli: RunCli, preset: str, per_non_log_step: list[str]
 ) -> None:
-    per_step = _count_reads(monkeypatch)
-    res = run_cli(
-        "train", "--model", "tiny", "--preset", preset, "--steps", "8", "--log-interval", "4",
-        "--eval-interval", "0", "--seq-len", "32", "--batch-size", "2",
-    )  # fmt: skip
-    monkeypatch.undo()
+    with _host_reads().counting() as per_step:
+        res = run_cli(
+            "train", "--model", "tiny", "--preset", preset, "--steps", "8", "--log-interval",
+            "4", "--eval-interval", "0", "--seq-len", "32", "--batch-size", "2",
+        )  # fmt: skip
     assert res.code == 0, res.err
     non_log = {s: per_step[s] for s in range(1, 9) if s not in (4, 8)}
     files = {s: [file for file, _ in reads] for s, reads in non_log.items()}
