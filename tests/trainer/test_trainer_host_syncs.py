@@ -20,7 +20,7 @@ import pytest
 
 from tests.trainer.trainer_helpers import QUICK, REPO, RunCli, records
 from trainer import checkpoint
-from trainer.errors import EXIT_NUMERICAL
+from trainer.errors import EXIT_NUMERICAL, EXIT_SIGTERM
 
 pytestmark = pytest.mark.integration  # it trains
 
@@ -98,3 +98,33 @@ def test_a_deferred_read_stops_where_a_per_step_read_would(
     else:
         assert every_step["error"].startswith("error: step 5: loss 4.5306 is 1.0x")
         assert every_step["summary"]["step"] == 5
+
+
+def test_a_stop_between_log_steps_reads_before_it_saves(
+    run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM in step 3 of a 4-step log interval: the checkpoint of step 3 holds all three
+    steps' values (read before the save), and the summary ends at step 3."""
+    from trainer import train_step
+
+    real_agree, calls = train_step.agree_stop, {"n": 0}
+
+    def agree(run: object, stop: object) -> float:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            stop.signum = 15  # type: ignore[attr-defined]
+        return real_agree(run, stop)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(train_step, "agree_stop", agree)
+    ckpt, metrics = tmp_path / "ck", tmp_path / "m.jsonl"
+    res = run_cli(
+        "train", *QUICK, "--preset", "bf16", "--steps", "12", "--log-interval", "4",
+        "--ckpt-dir", str(ckpt), "--metrics-file", str(metrics),
+    )  # fmt: skip
+    assert res.code == EXIT_SIGTERM, res.err
+    assert [s for s, _ in checkpoint.list_steps(ckpt)] == [3]
+    state = checkpoint.load(ckpt / "step_00000003").state
+    assert len(state["grad_norms"]) == 3 and len(state["health"]["history"]) == 3
+    (summary,) = records(metrics, "summary")
+    assert (summary["status"], summary["step"]) == ("interrupted", 3)
+    assert records(metrics) == []  # no log step was reached
