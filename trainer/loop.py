@@ -61,6 +61,7 @@ class Loop:
         self.step_in_flight = self.start_step  # the step a stop happened in
         self.pending = Pending()  # steps whose values are still on the device
         self.timed_last: bool | None = None  # how the last step's seconds were counted
+        self.unlogged: list[str] = []  # spike warnings read since the last train record
         self.profiler: torch.profiler.profile | None = None
         if run.resume is not None:
             state = run.resume.state
@@ -226,14 +227,15 @@ class Loop:
             times.append((now - tick, timed))
             self._time(now - tick, timed)
             tick = now
-            spikes = self._judge(read)
+            self._judge(read)
             self.step_in_flight = step
             if log_now:
                 rec = self._train_record(read[-1], lr, times)
                 rec["unchanged_frac"] = self._unchanged_frac()
                 rec |= self._fp8_fields()
-                if spikes:
-                    rec.setdefault("warnings", []).extend(spikes)
+                if self.unlogged:
+                    rec.setdefault("warnings", []).extend(self.unlogged)
+                    self.unlogged = []
                 self.sink.record(rec)
                 self.sink.say(train_line(rec))
                 times = []
@@ -262,10 +264,10 @@ class Loop:
             self._time(now - tick, self.timed_last, add_to_last=True)
         return now
 
-    def _judge(self, read: list[StepValues]) -> list[str]:
+    def _judge(self, read: list[StepValues]) -> None:
         """The health checks of the steps just read, in step order: NumericalStop names the
-        step a fault happened in (step_in_flight is left there); the spike warnings."""
-        warnings: list[str] = []
+        step a fault happened in (step_in_flight is left there); spikes warn at once and wait
+        in `unlogged` for the next train record."""
         scaled = self.run.scaler is not None
         floor = self.run.cfg.precision.loss_scale_floor
         for v in read:
@@ -283,8 +285,7 @@ class Loop:
             spike = self.spikes.observe(v.step, v.loss)
             if spike is not None:
                 self.sink.warn(spike.message())
-                warnings.append(spike.message())
-        return warnings
+                self.unlogged.append(spike.message())
 
     def _time(self, seconds: float, timed: bool, add_to_last: bool = False) -> None:
         """A step's host seconds into the steady-state (or untimed) totals; `add_to_last`: more
