@@ -2,9 +2,11 @@
 
 Both sides get the model, batches and optimizer that `trainer.assemble` builds for a preset;
 the bare loop then does only forward, backward, clip and optimizer step, while the trainer adds
-everything it promises (per-step NaN check and device sync, health windows, log records, FP8
-statistics on log steps, the learning-rate schedule), logging every 10 steps as any run of
-100 steps or more does.
+everything it promises (NaN and spike checks on the step values read at log steps, health
+windows, log records, FP8 statistics on log steps, the learning-rate schedule), logging every 10
+steps as any run of 100 steps or more does. `host reads` is the trainer side's blocking
+device-to-host reads on a non-log step / a log step (host_reads.py, counted on one untimed run
+of 20 steps; a GPU waits for its queue at each): the target is 0 on a non-log step.
 
 Time is the CPU time of the main thread with torch on one thread, so other processes on the
 machine (there usually are some) do not land in the numbers the way they do in wall time.
@@ -24,6 +26,7 @@ import statistics
 import time
 
 import torch
+from host_reads import counting, per_kind
 
 from trainer import config
 from trainer.assemble import Run, assemble
@@ -57,6 +60,16 @@ def trainer_seconds(model: str, preset: str, steps: int) -> float:
     start = time.thread_time()
     loop.train()
     return (time.thread_time() - start) / steps
+
+
+def host_reads(model: str, preset: str) -> str:
+    """The most blocking reads of a non-log and of a log step, as `non-log / log`."""
+    steps = 2 * LOG_INTERVAL
+    loop = Loop(_run(model, preset, steps), Sink(None, enabled=False), StopRequest())
+    with counting() as reads:
+        loop.train()
+    non_log, log = per_kind(reads, steps, LOG_INTERVAL)
+    return f"{non_log} / {log}"
 
 
 def bare_seconds(model: str, preset: str, steps: int) -> float:
@@ -97,7 +110,7 @@ def main() -> None:
     print(f"load average at start {load:.1f} on {os.cpu_count()} CPUs")
     print(
         f"{'model':<7}{'preset':<9}{'bare ms/step':>14}{'trainer ms/step':>17}"
-        f"{'overhead':>10}{'rounds range':>20}"
+        f"{'overhead':>10}{'rounds range':>20}{'host reads':>12}"
     )
     models = {m for m in args.models.split(",") if m}
     for model, preset in (c for c in CASES if c[0] in models):
@@ -114,7 +127,7 @@ def main() -> None:
         spread = f"{ratios[0]:+.1%} .. {ratios[-1]:+.1%}"
         print(
             f"{model:<7}{preset:<9}{b:>14.2f}{t:>17.2f}"
-            f"{statistics.median(ratios):>+10.1%}{spread:>20}"
+            f"{statistics.median(ratios):>+10.1%}{spread:>20}{host_reads(model, preset):>12}"
         )
     if args.masters_steps:
         masters(args.masters_steps)

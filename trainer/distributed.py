@@ -36,6 +36,9 @@ class Dist:
     local_rank: int
     device: torch.device
     mode: str  # none | ddp | fsdp
+    # a gloo group for host-side agreements under NCCL (the stop flag each step); None: the
+    # default group, already gloo on CPUs
+    host_group: Any = None
 
     @property
     def is_main(self) -> bool:
@@ -89,7 +92,8 @@ def init(cfg: TrainConfig) -> Dist:
         if device.type == "cuda":
             torch.cuda.set_device(device)
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
-    return Dist(rank=rank, world=world, local_rank=local_rank, device=device, mode=mode)
+    host_group = dist.new_group(backend="gloo") if world > 1 and device.type != "cpu" else None
+    return Dist(rank, world, local_rank, device, mode, host_group)
 
 
 _EVERY_RANK = "_trainimg_raised_on_every_rank"
@@ -186,6 +190,15 @@ def no_sync(model: nn.Module, sync: bool) -> contextlib.AbstractContextManager[o
     if callable(set_sync):
         set_sync(sync)
     return contextlib.nullcontext()
+
+
+def all_reduce_host(d: Dist, value: float) -> float:
+    """The sum of a host value over ranks, through gloo on CPU tensors: the hosts agree without
+    waiting for any device's queue (an NCCL all-reduce read back would drain it)."""
+    flag = torch.tensor([value], dtype=torch.float64)
+    if dist.is_initialized():
+        dist.all_reduce(flag, group=d.host_group)
+    return float(flag[0])
 
 
 def all_reduce(t: torch.Tensor, op: str = "sum") -> torch.Tensor:

@@ -1,9 +1,10 @@
 """Numerical health: stop at the first NaN/Inf, watch for loss spikes.
 
-A non-finite loss or gradient norm stops the run before the optimizer step, so the weights and
-the last checkpoint stay good. A loss far above its running median (a spike, the usual
-prelude to divergence under FP8 overflow) warns, or stops if configured; the median over a
-window is robust to the spike itself and to ordinary noise.
+A non-finite loss or gradient norm stops the run at the loop's next read of the step values (a
+log, checkpoint or eval step: trainer/step_values.py), naming the step it happened in; a
+checkpoint step reads before it saves, so the last checkpoint stays good. A loss far above its
+running median (a spike, the usual prelude to divergence under FP8 overflow) warns, or stops if
+configured; the median over a window is robust to the spike itself and to ordinary noise.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def check_finite(step: int, loss: float, grad_norm: float) -> None:
     ]
     if bad:
         raise NumericalStop(
-            f"step {step}: {' and '.join(bad)}; stopped before the optimizer step, the last "
+            f"step {step}: {' and '.join(bad)}; no checkpoint was written after it, the last "
             "checkpoint is untouched. Resume from it with a lower lr, a BF16 preset "
             "(--forward-matmul bf16) or more layers in precision.sensitive_layers."
         )

@@ -1,14 +1,18 @@
-"""The training loop: accumulate, unscale, clip, check, step; log, evaluate, checkpoint.
+"""The training loop: accumulate, unscale, clip, step; read, check, log, evaluate, checkpoint.
 
-Per step the loop syncs with the device once (loss, grad norm and the stop flag travel
-together, all-reduced across ranks), which is what lets it stop on the very step a NaN
-appears, and lets every rank agree on when a signal stops the run. The step itself is
-train_step.py, what a checkpoint holds train_state.py, --profile profiling.py; this module
-keeps the order of things per step and the records it logs.
+No step reads a device value back on its own: each step's loss and grad norm stay on the device
+(trainer/step_values.py) until the next log step, checkpoint step, stop or the run's end, where
+one transfer brings them all and the health checks judge the steps in order, stopping the run
+with the step a fault happened in. A checkpoint step reads before it saves, so no checkpoint is
+written after a fault. Only the stop flag is agreed every step, on the host (every rank must
+stop at the same step). The step itself is train_step.py, what a checkpoint holds
+train_state.py, --profile profiling.py; this module keeps the order of things per step and the
+records it logs.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Generator, Iterator
 from typing import Any, Final
@@ -25,6 +29,7 @@ from trainer.outcome import Outcome
 from trainer.presets import LAYERING_KEYS
 from trainer.schedule import lr_at
 from trainer.signals import StopRequest
+from trainer.step_values import Pending, StepValues
 
 SLOW_SAVE_S: Final = 20.0  # a save slower than this may not fit a SIGTERM's grace period
 
@@ -54,6 +59,9 @@ class Loop:
         self.warmed_up = False
         self.warned_slow_save = False
         self.step_in_flight = self.start_step  # the step a stop happened in
+        self.pending = Pending()  # steps whose values are still on the device
+        self.timed_last: bool | None = None  # how the last step's seconds were counted
+        self.unlogged: list[str] = []  # spike warnings read since the last train record
         self.profiler: torch.profiler.profile | None = None
         if run.resume is not None:
             state = run.resume.state
@@ -76,18 +84,18 @@ class Loop:
         return rec
 
     def _train_record(
-        self, step: int, loss: float, grad_norm: float, lr: float, times: list[tuple[float, bool]]
+        self, values: StepValues, lr: float, times: list[tuple[float, bool]]
     ) -> dict[str, Any]:
         run = self.run
         counted = [t for t, timed in times if timed] or [t for t, _ in times]
         step_time = sum(counted) / len(counted)
         tps = self.tokens_per_step / step_time if step_time > 0 else 0.0
         mem, mem_kind = peak_memory_gb(run.dist.device)
-        rec = self._base("train", step) | {
+        rec = self._base("train", values.step) | {
             "steps": run.cfg.train.steps,
-            "loss": loss,
+            "loss": values.loss,
             "lr": lr,
-            "grad_norm": grad_norm,
+            "grad_norm": values.grad_norm,
             "grad_norm_median": self.grad_norms.quantile(0.5),
             "grad_norm_p99": self.grad_norms.quantile(0.99),
             "tokens_per_s": tps,
@@ -99,8 +107,8 @@ class Loop:
         }
         if run.peak_tflops_fp8:
             rec["mfu_fp8"] = mfu(run.flops_per_token, tps, run.peak_tflops_fp8)
-        if run.scaler is not None:
-            rec["loss_scale"] = float(run.scaler.get_scale())
+        if values.loss_scale is not None:
+            rec["loss_scale"] = values.loss_scale
             rec["skipped_steps"] = self.skipped_steps
         self.outcome.peak_mem_gb = mem
         return rec
@@ -201,34 +209,39 @@ class Loop:
             # compiled runs measure FP8 statistics eagerly on log steps (train_step.backward):
             # throughput counts the other steps, the same ones for every preset of an A/B
             timed = not (log_now and run.compiled)
+            if not timed:  # the queue the steps before left: their time, not this step's
+                tick = self._drain(tick, times)
             try:
                 loss_t, norm_t = train_step.backward(run, self.params, step, lr, arm=log_now)
             except torch.OutOfMemoryError as exc:
                 raise train_step.out_of_memory(run, step, exc) from exc
-            loss, stop_votes = train_step.agree(run, self.stop, loss_t)
-            grad_norm = norm_t.item()
-            if train_step.optimizer_step(run, self.params, step, loss, grad_norm, measure=log_now):
-                self.skipped_steps += 1
+            stop_votes = train_step.agree_stop(run, self.stop)
+            scale = train_step.optimizer_step(run, self.params, step, measure=log_now)
+            self.pending.add(step, loss_t, norm_t, scale)
+            save_now = step == last or stop_votes > 0 or bool(interval and step % interval == 0)
+            eval_now = bool(t.eval_interval) and (step % t.eval_interval == 0 or step == last)
+            # the one read: log steps; checkpoint steps before they save; eval steps, so that
+            # the eval's own read does not drain (and hide) the steps' queue
+            read = self.pending.read(run.dist) if log_now or save_now or eval_now else []
             now = time.perf_counter()
             times.append((now - tick, timed))
+            self._time(now - tick, timed)
             tick = now
-            self._account(step, loss, times[-1][0], timed)
-            self.grad_norms.add(grad_norm)
-            spike = self.spikes.observe(step, loss)
-            if spike is not None:
-                self.sink.warn(spike.message())
+            self._judge(read)
+            self.step_in_flight = step
             if log_now:
-                rec = self._train_record(step, loss, grad_norm, lr, times)
+                rec = self._train_record(read[-1], lr, times)
                 rec["unchanged_frac"] = self._unchanged_frac()
                 rec |= self._fp8_fields()
-                if spike is not None:
-                    rec.setdefault("warnings", []).append(spike.message())
+                if self.unlogged:
+                    rec.setdefault("warnings", []).extend(self.unlogged)
+                    self.unlogged = []
                 self.sink.record(rec)
                 self.sink.say(train_line(rec))
                 times = []
-            if t.eval_interval and (step % t.eval_interval == 0 or step == last):
+            if eval_now:
                 self._evaluate(step)
-            if step == last or stop_votes > 0 or (interval and step % interval == 0):
+            if save_now:
                 self.save_checkpoint(step)
             if stop_votes > 0 and step < last:
                 raise self._interrupted(step)
@@ -237,18 +250,62 @@ class Loop:
             yield step
             tick = time.perf_counter()  # checkpoint, eval and --compare's other side: not step time
 
-    def _account(self, step: int, loss: float, seconds: float, timed: bool) -> None:
+    def _drain(self, tick: float, times: list[tuple[float, bool]]) -> float:
+        """Wait for the device to finish the steps queued so far and charge the wait to the
+        last of them (a log step of a compiled run is not timed, and its eager pass would
+        otherwise absorb the interval's GPU time); the new tick."""
+        if self.run.dist.device.type == "cuda":
+            torch.cuda.synchronize(self.run.dist.device)
+        now = time.perf_counter()
+        if times:
+            seconds, timed = times[-1]
+            times[-1] = (seconds + now - tick, timed)
+        if self.timed_last is not None:
+            self._time(now - tick, self.timed_last, add_to_last=True)
+        return now
+
+    def _judge(self, read: list[StepValues]) -> None:
+        """The health checks of the steps just read, in step order: NumericalStop names the
+        step a fault happened in (step_in_flight is left there); spikes warn at once and wait
+        in `unlogged` for the next train record."""
+        scaled = self.run.scaler is not None
+        floor = self.run.cfg.precision.loss_scale_floor
+        for v in read:
+            self.step_in_flight = v.step
+            health.check_finite(v.step, v.loss, 0.0 if scaled else v.grad_norm)
+            if scaled and not math.isfinite(v.grad_norm):
+                self.skipped_steps += 1  # the GradScaler skipped it (overflow)
+            if v.loss_scale is not None and v.loss_scale < floor:
+                raise NumericalStop(
+                    f"step {v.step}: loss scale fell to {v.loss_scale:g}, below "
+                    f"precision.loss_scale_floor {floor:g}: fp16 gradients keep overflowing"
+                )
+            self._account(v.step, v.loss)
+            self.grad_norms.add(v.grad_norm)
+            spike = self.spikes.observe(v.step, v.loss)
+            if spike is not None:
+                self.sink.warn(spike.message())
+                self.unlogged.append(spike.message())
+
+    def _time(self, seconds: float, timed: bool, add_to_last: bool = False) -> None:
+        """A step's host seconds into the steady-state (or untimed) totals; `add_to_last`: more
+        seconds of the step counted last (its queue, drained later)."""
+        o, steps = self.outcome, 0 if add_to_last else 1
+        if not timed:
+            o.untimed_steps += steps
+            o.untimed_seconds += seconds
+        elif not self.warmed_up:  # the invocation's first timed step warms up (allocator, compile)
+            self.warmed_up = True
+        elif o.steady_steps or not add_to_last:  # not the warm-up step's own queue
+            o.steady_steps += steps
+            o.steady_seconds += seconds
+        if not add_to_last:
+            self.timed_last = timed
+
+    def _account(self, step: int, loss: float) -> None:
         o = self.outcome
         if o.first_loss is None:
             o.first_loss = loss
-        if not timed:
-            o.untimed_steps += 1
-            o.untimed_seconds += seconds
-        elif self.warmed_up:
-            o.steady_steps += 1
-            o.steady_seconds += seconds
-        else:  # the invocation's first timed step warms up (allocator, compile)
-            self.warmed_up = True
         o.step, o.final_loss = step, loss
         o.tokens += self.tokens_per_step * self.run.dist.world
         if self.keep_curve:

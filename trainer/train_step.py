@@ -1,17 +1,18 @@
-"""One optimizer step: forward and backward over the micro-batches, unscale and clip, the loss and
-stop flag agreed across ranks (one all-reduce), health checks, then the step itself."""
+"""One optimizer step: forward and backward over the micro-batches, unscale and clip, the stop flag
+agreed across ranks (a host-side all-reduce), then the step itself. Nothing here reads a device
+value back except torch's GradScaler (fp16): the loss, the norm and the scale stay on the device
+for the loop's next read (trainer/step_values.py), where the health checks judge them."""
 
 from __future__ import annotations
 
 import contextlib
-import math
 
 import torch
 
-from trainer import health, memory
+from trainer import memory
 from trainer.assemble import Run
-from trainer.distributed import all_reduce, no_sync
-from trainer.errors import NumericalStop, OutOfMemory
+from trainer.distributed import all_reduce_host, no_sync
+from trainer.errors import OutOfMemory
 from trainer.signals import StopRequest
 
 
@@ -60,32 +61,24 @@ def backward(
 
 
 def optimizer_step(
-    run: Run,
-    params: list[torch.nn.Parameter],
-    step: int,
-    loss: float,
-    grad_norm: float,
-    measure: bool,
-) -> bool:
-    """Health checks and the optimizer step; True when the GradScaler skipped it (overflow)."""
-    skipped = False
+    run: Run, params: list[torch.nn.Parameter], step: int, measure: bool
+) -> torch.Tensor | None:
+    """The optimizer step, without reading anything back; returns the GradScaler's scale after
+    it (fp16; a device tensor, judged against precision.loss_scale_floor at the next read), or
+    None. A non-finite loss or norm is judged at that read too (trainer/loop.py): the step runs
+    on regardless, and no checkpoint is written before the read has cleared it.
+
+    Under fp16 GradScaler.step reads its found-inf flag on the host every step (it decides on
+    the host whether optimizer.step runs): the one per-step read left, torch's own."""
     run.optimizer.measure = measure
     run.optimizer.unchanged = None  # a step the GradScaler skips measures nothing
+    scale: torch.Tensor | None = None
     if run.scaler is None:
-        health.check_finite(step, loss, grad_norm)
         run.optimizer.step()
     else:
-        health.check_finite(step, loss, 0.0)
-        if not math.isfinite(grad_norm):
-            skipped = True
         run.scaler.step(run.optimizer)
         run.scaler.update()
-        scale = float(run.scaler.get_scale())
-        if scale < run.cfg.precision.loss_scale_floor:
-            raise NumericalStop(
-                f"step {step}: loss scale fell to {scale:g}, below precision.loss_scale_floor "
-                f"{run.cfg.precision.loss_scale_floor:g}: fp16 gradients keep overflowing"
-            )
+        scale = run.scaler._get_scale_async()
     run.optimizer.measure = False
     if run.fp8_converter is not None:
         run.fp8_converter.after_optimizer_step(run.model)
@@ -93,17 +86,17 @@ def optimizer_step(
     if run.fault is not None and run.fault == ("weight-nan", step):
         with torch.no_grad():
             params[0].view(-1)[0] = float("nan")
-    return skipped
+    return scale
 
 
-def agree(run: Run, stop: StopRequest, loss: torch.Tensor) -> tuple[float, float]:
-    """The mean loss over ranks and the number of ranks asked to stop (one all-reduce)."""
+def agree_stop(run: Run, stop: StopRequest) -> float:
+    """The number of ranks asked to stop (SIGTERM/SIGINT), agreed so that every rank stops and
+    saves at the same step: a host-side all-reduce of a CPU flag (distributed.all_reduce_host),
+    so no rank waits for its device's queue."""
     flag = 1.0 if stop.signum is not None else 0.0
     if not run.dist.distributed:
-        return loss.item(), flag
-    shared = torch.stack([loss, torch.tensor(flag, device=loss.device)])
-    all_reduce(shared)
-    return shared[0].item() / run.dist.world, shared[1].item()
+        return flag
+    return all_reduce_host(run.dist, flag)
 
 
 def out_of_memory(run: Run, step: int, exc: Exception) -> OutOfMemory:

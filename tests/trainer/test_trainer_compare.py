@@ -129,15 +129,15 @@ def test_a_signal_stops_both_sides_and_still_writes_what_they_trained(
 ) -> None:
     from trainer import train_step
 
-    real_agree, calls = train_step.agree, {"n": 0}
+    real_agree, calls = train_step.agree_stop, {"n": 0}
 
-    def agree(run: object, stop: object, loss: torch.Tensor) -> tuple[float, float]:
+    def agree(run: object, stop: object) -> float:
         calls["n"] += 1
         if calls["n"] == 3:  # bf16's step 2 (the sides alternate every step): SIGTERM arrives
             stop.signum = 15  # type: ignore[attr-defined]
-        return real_agree(run, stop, loss)  # type: ignore[arg-type]
+        return real_agree(run, stop)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(train_step, "agree", agree)
+    monkeypatch.setattr(train_step, "agree_stop", agree)
     res = run_cli(
         "train", *QUICK, "--compare", "bf16,fp8-fwd", "--steps", "4", "--ckpt-dir", str(tmp_path)
     )

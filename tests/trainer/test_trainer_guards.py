@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import resource
 import signal
 from collections.abc import Callable
@@ -391,12 +390,13 @@ def test_a_step_the_grad_scaler_skips_reports_no_unchanged_count() -> None:
         optimizer=optimizer, scaler=None, cfg=RunConfig(), fault=None, fp8_converter=None
     )
     weight.grad = torch.ones(4)
-    assert not train_step.optimizer_step(run, [weight], 1, 1.0, 1.0, measure=True)  # type: ignore[arg-type]
+    assert train_step.optimizer_step(run, [weight], 1, measure=True) is None  # type: ignore[arg-type]
     assert optimizer.unchanged is not None  # measured
     run.scaler = torch.amp.GradScaler("cpu")
     run.scaler.scale(torch.ones(()))  # a scaled loss, as train_step.backward makes one
     weight.grad = torch.full((4,), float("inf"))
-    assert train_step.optimizer_step(run, [weight], 2, 1.0, math.inf, measure=True)  # type: ignore[arg-type]
+    scale = train_step.optimizer_step(run, [weight], 2, measure=True)  # type: ignore[arg-type]
+    assert scale is not None and scale.item() == 65536.0 / 2  # skipped: the scale halves
     assert optimizer.unchanged is None
 
 
