@@ -31,6 +31,7 @@ class Side:
     status: str
     stopped_at: int | None = None  # the step a numerical stop (or a signal) ended this side in
     reason: str | None = None
+    fp8: bool = False  # trained any layer in FP8 (the CPU emulates those GEMMs)
 
     @classmethod
     def from_outcome(
@@ -41,6 +42,8 @@ class Side:
         peak_tflops: float | None,
         flops_per_token: float,
         stopped_at: int | None = None,
+        *,
+        fp8: bool = False,
     ) -> Side:
         tps = outcome.tokens_per_s(tokens_per_step)
         return cls(
@@ -52,6 +55,7 @@ class Side:
             status=outcome.status,
             stopped_at=stopped_at,
             reason=outcome.message if stopped_at is not None else None,
+            fp8=fp8,
         )
 
     def stop_line(self) -> str | None:
@@ -71,6 +75,10 @@ CPU_NOTE = (
     "throughput measured on a CPU: meaningless for FP8 (the CPU emulates FP8 GEMMs); "
     "measure speed on an FP8 GPU"
 )
+CPU_NOTE_NO_FP8 = (
+    "throughput measured on a CPU: it says little of a GPU's (other kernels, other bounds); "
+    "measure speed on the GPU"
+)
 
 
 def summarize(
@@ -89,7 +97,11 @@ def summarize(
         "steps": len(steps),
         "throughput_ratio": ratio,
         "measured_on": device,
-        "throughput_note": CPU_NOTE if device == "cpu" else None,
+        "throughput_note": None
+        if device != "cpu"
+        else CPU_NOTE
+        if a.fp8 or b.fp8
+        else CPU_NOTE_NO_FP8,
         "interleaved_every": interleaved_every,
         "compiled": compiled,
         "stopped": [

@@ -109,6 +109,7 @@ class _Side:
             run.peak_tflops,
             run.flops_per_token,
             self.stopped_at,
+            fp8=any(c.fp8 for c in run.fp8_layers),
         )
         if device.type == "cuda":
             side = dataclasses.replace(side, peak_mem_gb=self.cuda_peak)

@@ -150,3 +150,22 @@ def test_a_signal_stops_both_sides_and_still_writes_what_they_trained(
         "fp8-fwd": "interrupted",
     }
     assert summary["runs"]["bf16"]["loss_steps"] == [1, 2]
+
+
+def test_the_cpu_note_speaks_of_fp8_only_when_a_side_trained_in_fp8() -> None:
+    def side(name: str, fp8: bool) -> compare.Side:
+        return compare.Side(name, dict(CURVE), 100.0, 1.0, None, "finished", fp8=fp8)
+
+    plain = compare.summarize(side("bf16", False), side("fp32", False), "cpu", 0, False)
+    assert (
+        "FP8" not in plain["throughput_note"]
+        and "measure speed on the GPU" in plain["throughput_note"]
+    )
+    fp8 = compare.summarize(side("bf16", False), side("fp8", True), "cpu", 0, False)
+    assert "meaningless for FP8" in fp8["throughput_note"]
+    assert (
+        compare.summarize(side("bf16", False), side("fp8", True), "cuda", 0, False)[
+            "throughput_note"
+        ]
+        is None
+    )
