@@ -15,12 +15,12 @@ import argparse
 import datetime as dt
 import os
 import tempfile
-import textwrap
 from pathlib import Path
 from typing import Any
 
 from builder.atomic_file import atomic_write
 from builder.build import lock as lockfile
+from builder.commands.columns import output_width
 from builder.commands.common import (
     FROM_CONFIG,
     configured_value,
@@ -104,12 +104,13 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "preflight",
         parents=[shared_options()],
-        description=textwrap.fill(DESCRIPTION, 78),
+        # plain paragraphs: the formatter wraps them to the terminal, between words only
+        description=DESCRIPTION,
         epilog=exit_table_help()
         + "\n\n"
-        + textwrap.fill(
-            "checks, in report order: " + ", ".join(CHECK_IDS) + " (docs/preflight.md)", 78
-        ),
+        + "checks, in report order: "
+        + ", ".join(CHECK_IDS)
+        + " (docs/preflight.md)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _host_options(p)
@@ -408,7 +409,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if not args.jsonl and text_wanted(args):
         print(render_fleet(reports, target, verbose=args.verbose, wide=args.wide,
-                           fail_on=args.fail_on))  # fmt: skip
+                           fail_on=args.fail_on, width=output_width()))  # fmt: skip
     if html_path is not None:
         atomic_write(html_path, render_html(reports, target, args.fail_on))
     return exit_code(reports, args.fail_on)

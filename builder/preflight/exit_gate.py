@@ -21,7 +21,13 @@ def fail_on_argument(text: str) -> frozenset[Kind]:
 def exit_table_help(width: int = 78) -> str:
     """The exit-code table as --help's epilog prints it (raw text: one row a paragraph)."""
     rows = [
-        textwrap.fill(text, width, initial_indent=f"  {code}  ", subsequent_indent=" " * 5)
+        textwrap.fill(
+            text,
+            width,
+            initial_indent=f"  {code}  ",
+            subsequent_indent=" " * 5,
+            break_on_hyphens=False,  # broken-now, --fail-on stay whole
+        )
         for code, text in EXIT_TABLE
     ]
     return "\n".join(["exit codes (the worst kind that --fail-on counts decides):", *rows])

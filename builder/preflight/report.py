@@ -21,7 +21,6 @@ image table of every host. `--jsonl` streams the hosts' JSON a line each, then a
 from __future__ import annotations
 
 import json
-import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,14 +38,15 @@ from builder.judgement.kind import (
     kind_of,
     worst_kind,
 )
-from builder.judgement.severity import BLOCK, OK, WARN, Severity, worst
+from builder.judgement.severity import OK, WARN, Severity, worst
 from builder.preflight.impact import IMPACT_ID, Row
+from builder.preflight.report_host import render_host
+from builder.preflight.report_text import WIDTH, clause, fit, wrapped
 
 # the version of as_json's shape (2: now/plan verdicts, reason codes; 3: each finding's,
 # image row's and host's kind)
 REPORT_SCHEMA = 3
 BLOCKING = (BREAKS, BROKEN_NOW, NEVER_RAN)  # the kinds of a block
-WIDTH = 100  # the text report's line width
 
 
 @dataclass
@@ -225,38 +225,9 @@ def fleet_json_lines(
     yield json.dumps({"summary": summary})
 
 
-def _table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-
-
-def _clause(text: str, width: int) -> str:
-    """The leading clauses of a finding that fit `width` (cut only between clauses, at "; ");
-    a first clause longer than that is kept whole."""
-    out = ""
-    for part in text.split("; "):
-        nxt = f"{out}; {part}" if out else part
-        if out and len(nxt) > width:
-            return out + "; ..."
-        out = nxt
-    return out
-
-
-def _wrapped(label: str, text: str, indent: int, width: int = WIDTH) -> list[str]:
-    """`label text` wrapped at word boundaries, every word kept (a fix is never cut)."""
-    pad = " " * indent
-    return textwrap.wrap(
-        f"{label}{text}",
-        width,
-        initial_indent=pad,
-        subsequent_indent=pad + " " * len(label),
-        break_long_words=False,
-        break_on_hyphens=False,
-    )
-
-
-def summary_lines(report: HostReport, name_width: int) -> list[str]:
-    """A host in one line (verdicts, the deciding reason), plus its fix in full."""
+def host_lines(report: HostReport, name_width: int, width: int = WIDTH) -> list[str]:
+    """A host's line (verdicts, every blocking reason, the deciding finding as far as it fits
+    `width`); reasons that do not fit one line wrap under the host's verdicts."""
     verdicts = f"{report.now_verdict!s:<5}"
     if report.planned:
         verdicts = f"now {report.now_verdict!s:<5} plan {report.verdict!s:<5}"
@@ -265,10 +236,19 @@ def summary_lines(report: HostReport, name_width: int) -> list[str]:
     if top is None:
         return [f"{head}  {'nothing to fix' if report.verdict is OK else 'no finding'}"]
     reasons = blocking_text(report) or top.code
-    room = max(WIDTH - len(head) - len(reasons) - 4, 30)
-    lines = [f"{head}  {reasons}: {_clause(top.message, room)}"]
-    if top.remediation:
-        lines += _wrapped("fix: ", top.remediation, name_width + 2)
+    message = fit(top.message, width - len(head) - len(reasons) - 4)
+    line = f"{head}  {reasons}" + (f": {message}" if message else "")
+    if len(line) <= width:
+        return [line]
+    return wrapped(f"{head}  ", reasons, 0, width)
+
+
+def summary_lines(report: HostReport, name_width: int, width: int = WIDTH) -> list[str]:
+    """A host in one line (verdicts, the deciding reason), plus its fix in full."""
+    lines = host_lines(report, name_width, width)
+    top = report.top
+    if top is not None and top.remediation:
+        lines += wrapped("fix: ", top.remediation, name_width + 2, width)
     return lines
 
 
@@ -276,45 +256,6 @@ def blocking_text(report: HostReport) -> str:
     """Every blocking reason of a host, by kind, worst first ("breaks gpu.branch-dropped,
     gpu.open-unsupported; never-ran image.no-kernel-image"); "" when nothing blocks."""
     return "; ".join(f"{kind} {', '.join(codes)}" for kind, codes in report.blocking())
-
-
-def render_host(report: HostReport, target: str | None, *, wide: bool = False) -> list[str]:
-    """Every check of a host and its image table (--verbose)."""
-    f = report.facts
-    head = ", ".join(str(f[k]) for k in ("os", "kernel", "driver", "gpus") if f.get(k))
-    lines = [f"== {report.host}" + (f" ({head})" if head else "") + " =="]
-    for c in report.checks:
-        code = f" [{c.reason}]" if c.reason else ""
-        message = c.message if wide else _clause(c.message, WIDTH)
-        lines.append(f"  {c.severity!s:<5}  {c.id:<15}  {message}{code}")
-        if c.remediation:  # every remediation JSON carries, ok ones included ("note:")
-            label = "fix: " if c.severity in (WARN, BLOCK) else "note: "
-            lines += _wrapped(label, c.remediation, 24, 10_000 if wide else WIDTH)
-    gpu_rows = [r for r in report.rows if r.image.gpu]
-    judged = any(v.status != "no-driver" for r in gpu_rows for v in (r.now, r.after) if v)
-    if gpu_rows and judged:
-        now = f"NOW {f.get('driver') or '(none)'}"
-        header = (
-            ["IMAGE", "SOURCE", now] + ([f"AFTER {target}", "CHANGE"] if target else []) + ["WHY"]
-        )
-        table = [header]
-        for r in gpu_rows:
-            shown = r.shown
-            why = shown.reasons[0] if shown.reasons and shown.status != "ok" else ""
-            if r.after is not None and not why and r.now.status != "ok" and r.now.reasons:
-                why = f"now: {r.now.reasons[0]}"
-            cells = [r.image.name, r.image.source, r.now.status]
-            if target:
-                cells += [r.after.status if r.after else "", r.change]
-            table.append([*cells, why if wide else _clause(why, 90)])
-        lines.append("")
-        lines += ["  " + line for line in _table(table)]
-        skipped = len(report.rows) - len(gpu_rows)
-        if skipped:
-            lines.append(f"  ({skipped} CPU image(s) not shown)")
-    verdict = f"now {report.now_verdict}, plan {report.verdict}" if report.planned else ""
-    lines.append(f"  verdict: {report.verdict}" + (f" ({verdict})" if verdict else ""))
-    return lines
 
 
 GROUP_NAMES = 8  # hosts named in a reason group of the fleet summary (then "and N more")
@@ -333,30 +274,37 @@ def reason_groups(
     return sorted(groups.items(), key=lambda kv: (-kv[0][0].rank, -len(kv[1]), kv[0][1]))
 
 
-def _group_lines(reports: list[HostReport]) -> list[str]:
+def _group_lines(reports: list[HostReport], width: int = WIDTH) -> list[str]:
     """The fleet's reason groups as text, each group's fix printed once."""
     out: list[str] = []
     for (sev, code, fix), members in reason_groups(reports):
         names = [m.host for m in members[:GROUP_NAMES]]
         more = len(members) - len(names)
         named = ", ".join(names) + (f" and {more} more" if more else "")
-        out += _wrapped(f"{sev!s:<5}  {code}  {len(members)} host(s): ", named, 0)
+        out += wrapped(f"{sev!s:<5}  {code}  {len(members)} host(s): ", named, 0, width)
         top = members[0].top
         assert top is not None
-        out += _wrapped("", _clause(top.message, WIDTH - 7), 7)
+        out += wrapped("", clause(top.message, 2 * (width - 7)), 7, width)
         if fix:
-            out += _wrapped("fix: ", fix, 7)
+            out += wrapped("fix: ", fix, 7, width)
     return out
 
 
 def count_line(
-    reports: list[HostReport], target: str | None, fail_on: frozenset[Kind] = DEFAULT_FAIL_ON
+    reports: list[HostReport],
+    target: str | None,
+    fail_on: frozenset[Kind] = DEFAULT_FAIL_ON,
+    width: int = WIDTH,
 ) -> str:
+    """The counts per verdict, the exit code and the target, on one line (`tail -1`): the
+    reminder that the plan decides is left out where it would pass `width`."""
     parts = ", ".join(f"{n} {s}" for s, n in verdict_counts(reports).items())
-    decides = " (the plan's verdict decides)" if target else ""
-    return f"{len(reports)} host(s): {parts or 'none'}; exit {exit_code(reports, fail_on)}" + (
-        f"; target {target}{decides}" if target else ""
-    )
+    line = f"{len(reports)} host(s): {parts or 'none'}; exit {exit_code(reports, fail_on)}"
+    if not target:
+        return line
+    line += f"; target {target}"
+    decides = " (the plan's verdict decides)"
+    return line + decides if len(line + decides) <= width else line
 
 
 def render_fleet(
@@ -366,31 +314,37 @@ def render_fleet(
     verbose: bool = False,
     wide: bool = False,
     fail_on: frozenset[Kind] = DEFAULT_FAIL_ON,
+    width: int | None = None,
 ) -> str:
     """One host: its line and fix. A fleet: the summary first (counts per verdict, the hosts
     that warn or block grouped by reason with the fix once per group), then one line per host,
-    worst first; then the hosts per reason code and the count line again (for `tail -1`)."""
+    worst first; then the hosts per reason code and the count line again (for `tail -1`).
+    Every line fits `width` (the terminal's: 80 columns too) but a single word wider than it;
+    a host's line shows its finding as far as it fits, a fix is wrapped, never cut. None (not
+    a terminal): lines of WIDTH, --verbose's image table aligned at any width."""
+    lines_width = width or WIDTH
     out: list[str] = []
     if verbose:
         for r in reports:
-            out += render_host(r, target, wide=wide)
+            out += render_host(r, target, wide=wide, width=width)
             out.append("")
     elif len(reports) == 1:
-        out += summary_lines(reports[0], min(len(reports[0].host), 32))
+        out += summary_lines(reports[0], min(len(reports[0].host), 32), lines_width)
         out.append("")
     else:
-        out += [count_line(reports, target, fail_on), ""]
-        groups = _group_lines(reports)
+        out += [count_line(reports, target, fail_on, lines_width), ""]
+        groups = _group_lines(reports, lines_width)
         if groups:
             out += [*groups, ""]
-        width = min(max(len(r.host) for r in reports), 32)
+        name_width = min(max(len(r.host) for r in reports), 32)
         ranked = sorted(reports, key=lambda r: -r.verdict.rank)  # stable: input order kept
         for r in ranked:
-            out.append(summary_lines(r, width)[0])
+            out += host_lines(r, name_width, lines_width)
         out.append("")
     counts = reason_counts(reports)
     if counts:
-        out += _wrapped("hosts per reason: ", ", ".join(f"{c} {n}" for c, n in counts.items()), 0)
-    out.append(count_line(reports, target, fail_on))
+        per = ", ".join(f"{c} {n}" for c, n in counts.items())
+        out += wrapped("hosts per reason: ", per, 0, lines_width)
+    out.append(count_line(reports, target, fail_on, lines_width))
     # every line carries host and record strings: nothing but printable text reaches a terminal
     return "\n".join(printable(line) for line in out)

@@ -30,6 +30,10 @@ def test_every_help_has_examples_and_exit_codes_within_80_columns(
     assert re.search(r"examples?:", text, re.IGNORECASE), name
     assert re.search(r"exit\s+codes?", text, re.IGNORECASE), name
     assert max(len(line) for line in text.splitlines()) <= 80, name
+    # no flag or hyphenated word broken at its hyphen and rejoined with a space ("--target- driver")
+    assert not re.search(r"[A-Za-z0-9]-\s+[a-z]", text), re.search(
+        r".{20}[A-Za-z0-9]-\s+[a-z].{10}", text
+    )
 
 
 def _argv(line: str) -> list[str]:
