@@ -19,6 +19,7 @@ from builder.launch.request import (
     LaunchHost,
     RunRequest,
 )
+from builder.launch.slurm_limits import EXIT_STOPPED_UNSAVED
 from builder.spec.labels import RUN_LABEL, TRAINER_VERSION_LABEL
 from builder.spec.layout import USER_ID
 
@@ -331,10 +332,7 @@ def plan_run(req: RunRequest, host: LaunchHost, image: ImageInfo) -> ContainerRu
     if network == "host" and req.nnodes > 1:
         notes.append("multi-node: --network host, so NCCL/gloo reach the other nodes directly")
     entrypoint, command = _launcher(req, image, nproc, notes)
-    notes.append(
-        f"stop: SIGTERM, then {req.stop_timeout}s for the trainer to finish its step and "
-        "checkpoint (exit 143)"
-    )
+    notes.append(stop_note(req))
     return ContainerRun(
         engine=host.engine,
         image=req.image,
@@ -359,3 +357,13 @@ def plan_run(req: RunRequest, host: LaunchHost, image: ImageInfo) -> ContainerRu
         labels=((RUN_LABEL, req.name),),
         notes=tuple(notes),
     )
+
+
+def stop_note(req: RunRequest) -> str:
+    """What a stop does, as the trainer will: a checkpoint where one is mounted (named by its
+    host directory, where the user finds it), nothing saved without --ckpt (the trainer's exit
+    4, slurm_limits.EXIT_STOPPED_UNSAVED)."""
+    wait = f"stop: SIGTERM, then {req.stop_timeout}s for the trainer to finish its step"
+    if req.ckpt is None:
+        return f"{wait}; nothing is saved without --ckpt (exit {EXIT_STOPPED_UNSAVED})"
+    return f"{wait} and checkpoint into {req.ckpt} (/ckpt in the container; exit 143)"

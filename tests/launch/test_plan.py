@@ -413,3 +413,13 @@ def test_dry_run_with_engine_named_needs_no_engine(
     assert "the spec is checked where it runs" in err and "--nproc-per-node=2" in out
     without = cli.main(["run", cell, "--dry-run", "--", "--steps", "8"])
     assert without == 2 and "unix://" in capsys.readouterr().err  # it did look for one
+
+
+def test_the_stop_note_promises_a_checkpoint_only_where_one_is_mounted() -> None:
+    """Without --ckpt a stop saves nothing (the trainer's exit 4): the note says so; with it,
+    the note names the host directory the checkpoint lands in, not only the container's /ckpt."""
+    bare = plan_run(request(), host(), image()).notes
+    assert any("nothing is saved without --ckpt (exit 4)" in n for n in bare)
+    assert not any("checkpoint" in n and "nothing" not in n for n in bare if n.startswith("stop"))
+    mounted = plan_run(request(ckpt="/srv/ckpt"), host(), image()).notes
+    assert any("checkpoint into /srv/ckpt (/ckpt in the container; exit 143)" in n for n in mounted)
