@@ -205,8 +205,19 @@ HOST_OSES: tuple[HostOs, ...] = (
         "10",
         "CentOS Stream 10",
         "el10",
-        dt.date(2030, 1, 1),
-        Source("https://wiki.linux-server-admin.com/distributions/centos", False),
+        DISTROS["centos-stream10"].eol,
+        DISTROS["centos-stream10"].eol_source,
+    ),
+    # Rocky Linux 10 (read 2026-12-04): os-release ID=rocky, VERSION_ID="10.N" (10.0 released
+    # 2025-06-11, 10.1 2025-11-25); kernel 6.12.0-<release>.el10_<minor>, RHEL 10's 6.12 series;
+    # supported to 2035-05-31 as RHEL 10 (Rocky's version guide).
+    HostOs(
+        ("rocky",),
+        "10",
+        "Rocky Linux 10",
+        "el10",
+        DISTROS["rocky10"].eol,
+        DISTROS["rocky10"].eol_source,
     ),
     HostOs(
         ("debian",),

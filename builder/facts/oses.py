@@ -134,8 +134,19 @@ _RHEL10_BASE = Source(
 _RHEL_LIFECYCLE = "https://access.redhat.com/support/policy/updates/errata"
 
 
-def _el10(key: str, name: str, os_release_id: str, eol_source: str) -> Distro:
-    """An EL10 rebuild: RHEL 10's glibc, compiler and Python; rendered by the EL9 template."""
+def _el10(
+    key: str,
+    name: str,
+    os_release_id: str,
+    eol_source: str,
+    eol: dt.date = dt.date(2035, 5, 31),
+    source: Source = _RHEL10_BASE,
+    optional_repos: tuple[str, ...] = (),
+    repos_source: Source | None = None,
+    read: str = "2026-12-03",
+) -> Distro:
+    """An EL10 distribution: RHEL 10's glibc, compiler and Python; rendered by the EL9
+    template. Its end of life is RHEL 10's unless given (CentOS Stream 10 ends earlier)."""
     return Distro(
         key,
         name,
@@ -143,13 +154,44 @@ def _el10(key: str, name: str, os_release_id: str, eol_source: str) -> Distro:
         Version("2.39"),
         (14,),
         ("3.12",),
-        dt.date(2035, 5, 31),
-        _RHEL10_BASE,
-        Source(f"{eol_source} (read 2026-12-03)", confirmed=eol_source == _RHEL_LIFECYCLE),
+        eol,
+        source,
+        Source(f"{eol_source} (read {read})", confirmed=eol_source == _RHEL_LIFECYCLE),
+        optional_repos,
+        repos_source,
         os_release_id=os_release_id,
         version_id="10",
         template="el9",
     )
+
+
+# CentOS Stream 10 (read 2026-12-04): released 2024-12-12 (the CentOS blog's "Introducing
+# CentOS Stream 10"), with GCC 14 and Python 3.12 as python3, as RHEL 10 branched from it. A
+# CentOS Stream release ends when its RHEL major leaves full support (Stream 9: 2027-05-31, RHEL
+# 9's full-support end); the CentOS project's page gives Stream 10's end as expected in 2030,
+# without a day. 2030-01-01 is taken (the earliest day that reading allows, which secondary
+# lists also give), so the end-of-life warning comes early rather than late: unconfirmed.
+_CENTOS_STREAM10 = Source(
+    "https://blog.centos.org/2024/12/introducing-centos-stream-10/ (released 2024-12-12; "
+    "GCC 14, Python 3.12) and https://docs.redhat.com/en/documentation/"
+    "red_hat_enterprise_linux/10/html/10.0_release_notes/ (RHEL 10, built from it; "
+    "read 2026-12-04)",
+    confirmed=False,
+)
+CENTOS_STREAM10_EOL = dt.date(2030, 1, 1)
+CENTOS_STREAM10_EOL_SOURCE = (
+    "https://www.centos.org/centos-stream/ (end of CentOS Stream 10: expected 2030, no day "
+    "given; the earliest day, 2030-01-01, is taken)"
+)
+# ninja-build lives in CRB on CentOS Stream 10 and Rocky 10 as on EL9 (repository id crb, shipped
+# disabled in the base images): the paths below; its version series is not read here, and the
+# series check fails the build if the pin is wrong.
+_CRB10 = Source(
+    "https://dl.rockylinux.org/pub/rocky/10/CRB/x86_64/os/Packages/n/ and "
+    "https://mirror.stream.centos.org/10-stream/CRB/x86_64/os/Packages/ (repository id crb; "
+    "read 2026-12-04)",
+    confirmed=False,
+)
 
 
 DISTROS: dict[str, Distro] = {
@@ -180,8 +222,26 @@ DISTROS: dict[str, Distro] = {
             ("crb",),
             _CRB,
         ),
+        _el10(
+            "centos-stream10",
+            "CentOS Stream 10",
+            "centos",
+            CENTOS_STREAM10_EOL_SOURCE,
+            CENTOS_STREAM10_EOL,
+            _CENTOS_STREAM10,
+            ("crb",),
+            _CRB10,
+            read="2026-12-04",
+        ),
         _el10("ubi10", "Red Hat Universal Base Image 10", "rhel", _RHEL_LIFECYCLE),
-        _el10("rocky10", "Rocky Linux 10", "rocky", "https://wiki.rockylinux.org/rocky/version/"),
+        _el10(
+            "rocky10",
+            "Rocky Linux 10",
+            "rocky",
+            "https://wiki.rockylinux.org/rocky/version/",
+            optional_repos=("crb",),
+            repos_source=_CRB10,
+        ),
         Distro(
             "debian12",
             "Debian 12 (bookworm)",

@@ -13,6 +13,7 @@ from __future__ import annotations
 from builder import __version__
 from builder.facts import cuda as cuda_rules
 from builder.facts import torch_builds
+from builder.facts.cuda_wheels import wheel_dir
 from builder.matrix.model import Cell, Project
 from builder.nvidia_require.write import nvidia_require_cuda
 from builder.spec.layout import (
@@ -166,10 +167,20 @@ def wheel_links(cell: Cell) -> list[tuple[str, str]]:
     if cell.cuda is None or cell.flavour != "devel":
         return []
     site = f"{venv_site_packages(cell.python)}/nvidia"
+    major = cell.cuda.version.major
     return [
-        (f"{site}/{wheel}/lib/lib{lib}.so.", f"{LINK_DIR}/lib{lib}.so")
+        (f"{site}/{wheel_dir(major, wheel)}/lib/lib{lib}.so.", f"{LINK_DIR}/lib{lib}.so")
         for wheel, lib in NVIDIA_WHEEL_LINKS
     ]
+
+
+def wheel_include_dirs(cell: Cell) -> list[str]:
+    """A CUDA devel cell's CPATH: the include directories of the wheels torch loads, as the
+    cell's CUDA major lays them out (CUDA 13: one nvidia/cu13/include for the toolkit's)."""
+    assert cell.cuda is not None
+    site = f"{venv_site_packages(cell.python)}/nvidia"
+    dirs = (wheel_dir(cell.cuda.version.major, name) for name in NVIDIA_WHEEL_HEADERS)
+    return [f"{site}/{d}/include" for d in dict.fromkeys(dirs)]
 
 
 def torch_cuda_arch_list(cell: Cell) -> str:
@@ -205,8 +216,7 @@ def env(cell: Cell) -> dict[str, str]:
             # Without a GPU torch.utils.cpp_extension cannot guess the arches (IndexError):
             # extensions build for the arches torch itself was built for.
             out["TORCH_CUDA_ARCH_LIST"] = torch_cuda_arch_list(cell)
-            site = f"{venv_site_packages(cell.python)}/nvidia"
-            out["CPATH"] = ":".join(f"{site}/{name}/include" for name in NVIDIA_WHEEL_HEADERS)
+            out["CPATH"] = ":".join(wheel_include_dirs(cell))
         out["PATH"] = f"{VENV}/bin:{bin_dirs}:{system}"
         out["LD_LIBRARY_PATH"] = f"{NVIDIA_INJECTED}/lib:{NVIDIA_INJECTED}/lib64"
         out |= {

@@ -37,7 +37,7 @@ def test_which_cells_download_in_their_os_stage(ws: Workspace) -> None:
     downloads = {cell.name: os_install(cell).downloads for cell in ws.cells}
     el = {n for n in downloads if ws.cell(n).os.distro.is_el}
     assert len([n for n in el if ws.cell(n).os.family == "el9"]) == 19
-    assert len([n for n in el if ws.cell(n).os.family == "el10"]) == 3
+    assert len([n for n in el if ws.cell(n).os.family == "el10"]) == 5
     assert all(downloads[n] for n in el)
     assert not any(downloads[n] for n in downloads if n not in el)  # the Debian base has all
 

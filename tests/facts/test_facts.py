@@ -205,3 +205,27 @@ def test_every_gpu_has_a_source_and_open_modules_on_blackwell() -> None:
         assert g.source.ref
         if g.cc[0] >= 10 or g.key == "gh200":
             assert g.needs_open_modules, g.key
+
+
+def test_el10_host_facts_share_the_image_facts_dates() -> None:
+    """A Rocky 10 or CentOS Stream 10 host ends when its image OS does: one date, one place."""
+    from builder.facts.host import host_os_lifecycle
+    from builder.facts.oses import DISTROS
+
+    for os_id, key in (("rocky", "rocky10"), ("centos", "centos-stream10")):
+        known = host_os_lifecycle(os_id, "10.1")
+        assert known is not None and known.family == "el10", os_id
+        assert (known.eol, known.source) == (DISTROS[key].eol, DISTROS[key].eol_source)
+    assert host_os_lifecycle("rocky", "11.0") is None
+
+
+def test_cuda13_wheels_share_one_directory_but_nccl_keeps_its_own() -> None:
+    from builder.facts.cuda_wheels import wheel_dir
+
+    assert [wheel_dir(12, n) for n in ("cublas", "nccl")] == ["cublas", "nccl"]
+    assert [wheel_dir(13, n) for n in ("cublas", "cuda_runtime", "nccl", "cudnn")] == [
+        "cu13",
+        "cu13",
+        "nccl",
+        "cudnn",
+    ]

@@ -292,3 +292,16 @@ def test_os_family_comes_from_os_release_not_from_an_rpm_binary(run_fixture: Run
     assert not any(allowlist.probe_argv(line)[0] == "rpm" for line in fake.lines)
     assert not any("dnf " in c.remediation for c in report.checks)
     assert exit_code([report]) == 3
+
+
+def test_a_rocky10_host_is_known_el10_with_its_kernel_read(run_fixture: RunFixture) -> None:
+    """Rocky Linux 10 (os-release ID=rocky, VERSION_ID=10.1): without its host fact preflight
+    warned "not an OS the rules know"; its 6.12 el10 kernel is judged like an EL9 one."""
+    report, _ = run_fixture("rocky10-l40s-r620", "620.70.06", "open")
+    os_check = check(report, "host.os")
+    assert os_check.severity is OK
+    assert "(el10), supported until 2035-05-31" in os_check.message
+    assert "wiki.rockylinux.org" in os_check.sources[0].ref
+    kernel = "6.12.0-124.8.1.el10_1.x86_64"
+    assert check(report, "kernel.devel").severity is OK
+    assert kernel in check(report, "dkms.nvidia").message

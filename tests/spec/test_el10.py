@@ -38,6 +38,16 @@ EL10_CELLS = {
         "13-2",
         "registry.access.redhat.com/ubi10/ubi:10.2",
     ),
+    "centos-stream10-cu130-py3.12-torch2.14.1-runtime": (
+        "centos-stream10",
+        "13-0",
+        "quay.io/centos/centos:stream10",
+    ),
+    "rocky10-cu130-py3.12-torch2.14.1-devel": (
+        "rocky10",
+        "13-0",
+        "quay.io/rockylinux/rockylinux:10.2",
+    ),
 }
 RHEL10 = "https://developer.download.nvidia.com/compute/cuda/repos/rhel10/x86_64"
 RHEL9 = "https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64"
@@ -50,13 +60,39 @@ def _shipped(text: str = SHIPPED) -> dict[str, tuple[Cell, Project]]:
 
 
 def test_el10_distros_are_rhel10s_facts() -> None:
-    for key in ("rocky10", "ubi10"):
+    for key in ("rocky10", "ubi10", "centos-stream10"):
         d = DISTROS[key]
         assert (d.family, d.version_id, d.template_family) == ("el10", "10", "el9")
         assert d.is_el and str(d.glibc) == "2.39" and d.gcc_majors == (14,)
-        assert d.pythons == ("3.12",) and d.eol == dt.date(2035, 5, 31)
+        assert d.pythons == ("3.12",)
         assert "red_hat_enterprise_linux/10" in d.source.ref
+    assert DISTROS["rocky10"].eol == DISTROS["ubi10"].eol == dt.date(2035, 5, 31)
     assert DISTROS["ubi10"].eol_source.confirmed  # Red Hat's own life-cycle page
+
+
+def test_centos_stream10_ends_before_rhel10_with_its_sources() -> None:
+    """CentOS Stream ends with its RHEL major's full support, years before RHEL's own end: a
+    Stream 10 cell must not inherit RHEL 10's 2035, and each date says where it was read."""
+    d = DISTROS["centos-stream10"]
+    assert (d.os_release, d.eol) == (("centos", "10"), dt.date(2030, 1, 1))
+    assert "www.centos.org/centos-stream" in d.eol_source.ref and not d.eol_source.confirmed
+    assert "introducing-centos-stream-10" in d.source.ref and "read 2026-12-04" in d.source.ref
+    assert d.optional_repos == ("crb",)  # the devel install may enable CRB (ninja-build)
+
+
+def test_el10_devel_cell_installs_cuda13_nvcc_and_links_the_cu13_wheels() -> None:
+    """CUDA 13's wheels keep the toolkit's libraries and headers in one nvidia/cu13/ directory:
+    a devel cell that pointed at CUDA 12's nvidia/cublas/lib would fail its link step."""
+    name = "rocky10-cu130-py3.12-torch2.14.1-devel"
+    text = (REPO / "images" / name / "Containerfile").read_text(encoding="utf-8")
+    site = "/opt/venv/lib/python3.12/site-packages/nvidia"
+    for pkg in ("cuda-nvcc-13-0-13.0.88-1", "cuda-cudart-devel-13-0-13.0.96-1", "ninja-build"):
+        assert f"      '{pkg}' \\\n" in text
+    assert "'--enablerepo=crb'" in text
+    assert f"'{site}/cu13/lib/libcublas.so.'[0-9]*" in text
+    assert f"'{site}/nccl/lib/libnccl.so.'[0-9]*" in text and f"{site}/cublas/" not in text
+    assert f'ENV CPATH="{site}/cu13/include:{site}/cudnn/include:' in text
+    assert 'ENV CUDA_HOME="/usr/local/cuda-13.0"' in text
 
 
 @pytest.mark.parametrize("name", sorted(EL10_CELLS))
@@ -67,7 +103,8 @@ def test_el10_cell_renders_rhel10_repository_gcc14_and_python3(name: str) -> Non
     os_key, cuda_minor, base = EL10_CELLS[name]
     text = render_cell(environment(REPO), cell, project)
     assert text == (REPO / "images" / name / "Containerfile").read_text(encoding="utf-8")
-    assert f"FROM {base} AS os\n" in text and "(dnf upgrade: a 10.2 base" in text
+    assert f"FROM {base} AS os\n" in text
+    assert "(dnf upgrade: a 10.2 base" in text or os_key == "centos-stream10"
     assert f"'baseurl={RHEL10}'" in text and f"'{RHEL10}/D42D0685.pub'" in text
     assert "rhel9" not in text
     assert f"      'cuda-cudart-{cuda_minor}-" in text
