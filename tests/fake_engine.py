@@ -156,10 +156,24 @@ class FakeEngine:
     def save(self, ref: str, out: IO[bytes]) -> None:
         raise NotImplementedError
 
-    def push(self, ref: str, creds: Credentials | None = None, *, tls_verify: bool = True) -> None:
+    def push(
+        self,
+        ref: str,
+        creds: Credentials | None = None,
+        *,
+        tls_verify: bool = True,
+        on_line: LogSink | None = None,
+    ) -> None:
         raise NotImplementedError
 
-    def pull(self, ref: str, creds: Credentials | None = None, *, tls_verify: bool = True) -> None:
+    def pull(
+        self,
+        ref: str,
+        creds: Credentials | None = None,
+        *,
+        tls_verify: bool = True,
+        on_line: LogSink | None = None,
+    ) -> None:
         """A registry with every image in it, except names containing "missing"."""
         if "missing" in ref:
             raise EngineError(f"pull {ref}: manifest unknown")

@@ -105,12 +105,15 @@ def _push(
     tls: bool,
     progress: Progress,
 ) -> None:
-    """Push with retries; the engine's API answers only when a push is over, so a heartbeat
-    says the push still runs (builder/progress.py)."""
+    """Push with retries; each blob's line as the engine streams it (`Copying blob sha256:...`,
+    Docker's `62fd67d4067a: Pushed`), and a heartbeat while a large one copies
+    (builder/progress.py)."""
     for attempt in range(1, tries + 1):
         try:
-            with progress.step(f"push {ref}" + (f" (try {attempt})" if attempt > 1 else "")):
-                engine.push(ref, creds, tls_verify=tls)
+            with progress.step(
+                f"push {ref}" + (f" (try {attempt})" if attempt > 1 else "")
+            ) as step:
+                engine.push(ref, creds, tls_verify=tls, on_line=step.line)
             return
         except EngineError as exc:
             if attempt == tries:

@@ -17,7 +17,13 @@ import requests
 from docker import errors as derr
 from docker.types import DeviceRequest, Ulimit
 
-from builder.engines.base import BUILD_TIMEOUT, BuildRequest, ContainerRun, EngineError
+from builder.engines.base import (
+    BUILD_TIMEOUT,
+    BuildRequest,
+    ContainerRun,
+    EngineError,
+    LogSink,
+)
 from builder.engines.credentials import Credentials
 from builder.engines.sdk import SdkEngine
 from builder.engines.sdk_shapes import (
@@ -133,16 +139,25 @@ class DockerEngine(SdkEngine):
                 if item.get("error"):
                     raise EngineError(f"docker load: {item['error']}")
 
-    def _push(self, repo: str, tag: str, creds: Credentials | None, tls_verify: bool) -> None:
+    def _push(
+        self,
+        repo: str,
+        tag: str,
+        creds: Credentials | None,
+        tls_verify: bool,
+        on_line: LogSink | None,
+    ) -> None:
         auth = None if creds is None else {"username": creds.username, "password": creds.password}
         items = self._low.push(repo, tag=tag, auth_config=auth, stream=True, decode=True)
-        stream_errors(items, f"push {repo}:{tag}")
+        stream_errors(items, f"push {repo}:{tag}", on_line)
 
-    def _pull(self, ref: str, creds: Credentials | None, tls_verify: bool) -> None:
+    def _pull(
+        self, ref: str, creds: Credentials | None, tls_verify: bool, on_line: LogSink | None
+    ) -> None:
         headers = registry_auth_header(creds)
         with self._posted("/images/create", {"fromImage": ref}, headers=headers) as response:
             self._low._raise_for_status(response)
-            stream_errors(json_lines(response), f"pull {ref}")
+            stream_errors(json_lines(response), f"pull {ref}", on_line)
 
 
 def docker_create_options(run: ContainerRun) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -17,7 +17,7 @@ from typing import IO, Any, ClassVar
 import podman
 from podman import errors as perr
 
-from builder.engines.base import BuildRequest, ContainerRun, EngineError
+from builder.engines.base import BuildRequest, ContainerRun, EngineError, LogSink
 from builder.engines.credentials import Credentials
 from builder.engines.messages import human
 from builder.engines.sdk import SdkEngine
@@ -130,21 +130,36 @@ class PodmanEngine(SdkEngine):
                 raise EngineError(f"load: {human(_message(r))}")
 
     def _progress(
-        self, path: str, params: Mapping[str, str], creds: Credentials | None, what: str
+        self,
+        path: str,
+        params: Mapping[str, str],
+        creds: Credentials | None,
+        what: str,
+        on_line: LogSink | None,
     ) -> None:
         """POST a push/pull and read its progress stream to the end; its error is ours."""
         with self._posted(path, params, headers=registry_auth_header(creds)) as response:
             if response.status_code >= 400:
                 raise EngineError(f"{what}: {human(_message(response))}")
-            stream_errors(json_lines(response), what)
+            stream_errors(json_lines(response), what, on_line)
 
-    def _push(self, repo: str, tag: str, creds: Credentials | None, tls_verify: bool) -> None:
-        params = {"tlsVerify": _flag(tls_verify), "destination": f"{repo}:{tag}"}
-        self._progress(f"/images/{repo}:{tag}/push", params, creds, f"push {repo}:{tag}")
+    def _push(
+        self,
+        repo: str,
+        tag: str,
+        creds: Credentials | None,
+        tls_verify: bool,
+        on_line: LogSink | None,
+    ) -> None:
+        # quiet=false: libpod streams each blob it copies (quiet by default: nothing until done)
+        params = {"tlsVerify": _flag(tls_verify), "destination": f"{repo}:{tag}", "quiet": "false"}
+        self._progress(f"/images/{repo}:{tag}/push", params, creds, f"push {repo}:{tag}", on_line)
 
-    def _pull(self, ref: str, creds: Credentials | None, tls_verify: bool) -> None:
+    def _pull(
+        self, ref: str, creds: Credentials | None, tls_verify: bool, on_line: LogSink | None
+    ) -> None:
         params = {"reference": ref, "tlsVerify": _flag(tls_verify), "policy": "always"}
-        self._progress("/images/pull", params, creds, f"pull {ref}")
+        self._progress("/images/pull", params, creds, f"pull {ref}", on_line)
 
 
 def _rlimit(n: int) -> int:

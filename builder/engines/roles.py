@@ -104,12 +104,28 @@ class ImageExport(ImageStore, Protocol):
 
 
 class RegistryTransfer(ImageStore, Protocol):
-    def push(self, ref: str, creds: Credentials | None = None, *, tls_verify: bool = True) -> None:
-        """Push `ref` (registry/repo:tag); credentials travel only in the request header."""
+    def push(
+        self,
+        ref: str,
+        creds: Credentials | None = None,
+        *,
+        tls_verify: bool = True,
+        on_line: LogSink | None = None,
+    ) -> None:
+        """Push `ref` (registry/repo:tag); credentials travel only in the request header. Each
+        blob's line (engines/sdk_shapes.transfer_line) goes to `on_line`."""
         ...
 
-    def pull(self, ref: str, creds: Credentials | None = None, *, tls_verify: bool = True) -> None:
-        """Pull `ref` (by tag or digest) into the engine's store."""
+    def pull(
+        self,
+        ref: str,
+        creds: Credentials | None = None,
+        *,
+        tls_verify: bool = True,
+        on_line: LogSink | None = None,
+    ) -> None:
+        """Pull `ref` (by tag or digest) into the engine's store; each blob's line to
+        `on_line`."""
         ...
 
 

@@ -121,10 +121,19 @@ class SdkEngine:
     def _load(self, body: IO[bytes]) -> None:
         raise NotImplementedError
 
-    def _push(self, repo: str, tag: str, creds: Credentials | None, tls_verify: bool) -> None:
+    def _push(
+        self,
+        repo: str,
+        tag: str,
+        creds: Credentials | None,
+        tls_verify: bool,
+        on_line: LogSink | None,
+    ) -> None:
         raise NotImplementedError
 
-    def _pull(self, ref: str, creds: Credentials | None, tls_verify: bool) -> None:
+    def _pull(
+        self, ref: str, creds: Credentials | None, tls_verify: bool, on_line: LogSink | None
+    ) -> None:
         raise NotImplementedError
 
     # --- what is shared --------------------------------------------------------------------
@@ -399,13 +408,28 @@ class SdkEngine:
 
     # --- registry transfer -----------------------------------------------------------------
 
-    def push(self, ref: str, creds: Credentials | None = None, *, tls_verify: bool = True) -> None:
-        """Push `ref` (registry/repo:tag) to its registry."""
+    def push(
+        self,
+        ref: str,
+        creds: Credentials | None = None,
+        *,
+        tls_verify: bool = True,
+        on_line: LogSink | None = None,
+    ) -> None:
+        """Push `ref` (registry/repo:tag) to its registry; each blob's line to `on_line`."""
         repo, tag = split_ref(ref)
         with self._api(f"push {ref}"):
-            self._push(repo, tag, creds, tls_verify)
+            self._push(repo, tag, creds, tls_verify, on_line)
 
-    def pull(self, ref: str, creds: Credentials | None = None, *, tls_verify: bool = True) -> None:
-        """Pull `ref` (registry/repo:tag or registry/repo@sha256:...)."""
+    def pull(
+        self,
+        ref: str,
+        creds: Credentials | None = None,
+        *,
+        tls_verify: bool = True,
+        on_line: LogSink | None = None,
+    ) -> None:
+        """Pull `ref` (registry/repo:tag or registry/repo@sha256:...); each blob's line to
+        `on_line`."""
         with self._api(f"pull {ref}"):
-            self._pull(ref, creds, tls_verify)
+            self._pull(ref, creds, tls_verify, on_line)

@@ -9,7 +9,7 @@ import base64
 import json
 import tarfile
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -92,12 +92,38 @@ def json_lines(response: requests.Response) -> JsonItems:
                 yield item
 
 
-def stream_errors(items: JsonItems, what: str) -> None:
-    """Consume a push/pull/import progress stream; raise its first error as an EngineError."""
+# Docker's per-layer states that say nothing new: a layer queued, or one more tick of bytes
+_QUIET_STATES = frozenset({"Preparing", "Waiting", "Pulling fs layer"})
+
+
+def transfer_line(item: Mapping[str, Any]) -> str | None:
+    """The line a push/pull stream item is worth showing (pure; tests/data/transfer_streams):
+    libpod's `stream` text (`Copying blob sha256:...`), Docker's layer states (`62fd67d4067a:
+    Pushed`) and messages (`one: digest: sha256:... size: 523`); None for Docker's byte ticks
+    (an item with a progress bar) and queued layers, which the caller's heartbeat covers."""
+    text = item.get("stream")
+    if isinstance(text, str):
+        return text.strip() or None
+    status = item.get("status")
+    if not isinstance(status, str) or item.get("progress") or status in _QUIET_STATES:
+        return None
+    layer = item.get("id")
+    return f"{layer}: {status}" if isinstance(layer, str) and layer else status
+
+
+def stream_errors(
+    items: JsonItems, what: str, on_line: Callable[[str], None] | None = None
+) -> None:
+    """Consume a push/pull/import progress stream; raise its first error as an EngineError.
+    Each item worth a line (transfer_line) goes to `on_line`."""
     for item in items:
         if item.get("error"):
             detail = (item.get("errorDetail") or {}).get("message") or item["error"]
             raise EngineError(f"{what}: {human(str(detail))}")
+        if on_line is not None:
+            line = transfer_line(item)
+            if line is not None:
+                on_line(line)
 
 
 def drain_text(chunks: bytes | Iterator[bytes]) -> str:

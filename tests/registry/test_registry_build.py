@@ -10,6 +10,7 @@ base in every later build's history: test_cold_rebuild.py runs before this modul
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -116,6 +117,13 @@ def test_pinned_build_push_and_prune(
     target = f"{pinned.reg.host}/trainimg-{kind}"
     push = ["push", CPU_CELL, *m, *engine_args, "--registry", target, "--lock", str(lock_path)]
     assert cli(*push) == 0, outputs[-1]
+    # a line per blob as the engine streams it (tests/data/transfer_streams has the shapes)
+    per_blob = (
+        r"Copying blob sha256:"
+        if kind == "podman"
+        else r"[0-9a-f]{12}: (Pushed|Layer already exists|Mounted from)"
+    )
+    assert re.search(per_blob, outputs[-1]), outputs[-1][-2000:]
     rec = lock.read(lock_path)[CPU_CELL]
     refs = sorted([f"{target}:{CPU_CELL}", f"{target}:{rec.build_hash}"])
     assert sorted(rec.pushed) == refs
