@@ -25,6 +25,7 @@ from builder.host.parsers.kernel import (
     Blacklist,
     KernelModule,
     PciDevices,
+    SysPciDevice,
     Xid,
     cmdline_subset,
     lsmod,
@@ -35,6 +36,9 @@ from builder.host.parsers.kernel import (
     pci_device_id,
     pci_name,
     proc_modules,
+    sys_pci_attrs,
+    sys_pci_gpus,
+    sys_pci_listing,
     xid_events,
 )
 from builder.host.parsers.nvidia_smi import (
@@ -100,6 +104,7 @@ __all__ = [
     "SmiBanner",
     "SmiGpu",
     "SmiQuery",
+    "SysPciDevice",
     "Xid",
     "cdi_spec",
     "cmdline_subset",
@@ -143,6 +148,9 @@ __all__ = [
     "smi_banner",
     "smi_gpus",
     "smi_q",
+    "sys_pci_attrs",
+    "sys_pci_gpus",
+    "sys_pci_listing",
     "systemctl_show",
     "xid_events",
 ]
