@@ -215,6 +215,8 @@ ALLOWED: tuple[Shape, ...] = (
         why="prints units' properties",
     ),
     Shape("podman", ("--version",), why="prints a version"),
+    Shape("dockerd", ("--version",), why="prints a version (starts no daemon)"),
+    Shape("containerd", ("--version",), why="prints a version (starts no daemon)"),
     Shape("podman", ("images", "--format", "json"), why="lists local images"),
     Shape("podman", ("image", "inspect"), _IMAGE_ID, 1, 100, why="prints image metadata"),
     Shape("getenforce", why="prints the SELinux mode"),

@@ -231,6 +231,11 @@ def _container(host: ReadOnlyHost, state: HostState) -> None:
     state.ctk_version = parsers.ctk_version(o["nvidia-ctk"].stdout) if o["nvidia-ctk"].ok else None
     o["podman"] = host.run("podman", "--version")
     state.podman_version = parsers.podman_version(o["podman"].stdout) if o["podman"].ok else None
+    o["dockerd"] = host.run("dockerd", "--version")
+    state.docker_version = parsers.dockerd_version(o["dockerd"].stdout) if o["dockerd"].ok else None
+    o["containerd"] = host.run("containerd", "--version")
+    ctrd = o["containerd"]
+    state.containerd_version = parsers.containerd_version(ctrd.stdout) if ctrd.ok else None
     o["getenforce"] = host.run("getenforce")
     state.selinux = parsers.getenforce(o["getenforce"].stdout) if o["getenforce"].ok else None
 

@@ -67,6 +67,9 @@ class HostState:
     cdi_errors: list[str] = field(default_factory=list)
     cdi_missing: dict[str, list[str]] = field(default_factory=dict)  # spec path -> paths
     podman_version: str | None = None
+    # the daemons that resolve CDI devices beside podman (None: not installed or unrecognised)
+    docker_version: str | None = None
+    containerd_version: str | None = None
     selinux: str | None = None
     disk: list[parsers.DiskFree] = field(default_factory=list)
     images: list[parsers.LocalImage] = field(default_factory=list)

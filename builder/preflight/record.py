@@ -70,6 +70,8 @@ SHORT: dict[str, tuple[str, ...]] = {
     "fabricmanager": ("nv-fabricmanager", "--version"),
     "nvidia-ctk": ("nvidia-ctk", "--version"),
     "podman": ("podman", "--version"),
+    "dockerd": ("dockerd", "--version"),
+    "containerd": ("containerd", "--version"),
     "podman-images": ("podman", "images", "--format", "json"),
     "id": ("id", "-u"),
     "podman-inspect": ("podman", "image", "inspect"),

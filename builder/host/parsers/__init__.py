@@ -65,6 +65,8 @@ from builder.host.parsers.packages import (
 )
 from builder.host.parsers.podman import (
     LocalImage,
+    containerd_version,
+    dockerd_version,
     images_subset,
     inspect_subset,
     podman_images,
@@ -108,6 +110,7 @@ __all__ = [
     "Xid",
     "cdi_spec",
     "cmdline_subset",
+    "containerd_version",
     "ctk_version",
     "df_p",
     "dkms_status",
@@ -117,6 +120,7 @@ __all__ = [
     "dnf_no_cache",
     "dnf_pins",
     "dnf_repoquery",
+    "dockerd_version",
     "existing_paths",
     "fm_version",
     "getenforce",
