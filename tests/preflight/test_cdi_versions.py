@@ -137,3 +137,34 @@ def test_engine_rows_are_ordered_sourced_and_read_each_release_line() -> None:
     assert parsers.dockerd_version("podman version 4.9.4\n") is None  # podman-docker's docker
     assert parsers.containerd_version(CONTAINERD_V2.format(v="2.0.5")) == "2.0.5"
     assert parsers.containerd_version(CONTAINERD_IO.format(v="1.7.25")) == "1.7.25"
+
+
+# recorded on this project's Debian 12 machine (2026-12-04): both predate CDI, so neither is
+# judged against a spec
+DEBIAN12_DOCKERD = "Docker version 20.10.24+dfsg1, build 5d6db84\n"
+DEBIAN12_CONTAINERD = (
+    "containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3\n"
+)
+
+
+def test_the_upgrade_s_0_7_0_spec_is_a_risk_for_containerd_and_pre_cdi_engines_are_not_judged(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """toolkit 1.19.1 regenerates the spec as CDI 0.7.0 at the upgrade: a risk on a host whose
+    containerd 1.7.0 parses up to 0.5.0 though podman 5.2.2 parses it; Debian 12's dockerd
+    20.10 and containerd 1.6 have no CDI at all and change nothing."""
+    base = with_engines(host(tmp_path, "5.2.2", "0.5.0", gids=False),
+                        None, CONTAINERD_V2.format(v="1.7.0"))  # fmt: skip
+    (base / "out/nvidia-ctk.txt").write_text("NVIDIA Container Toolkit CLI version 1.19.1\n")
+    main(["preflight", "--from", str(base), "--no-images", "--json", "--today", "2026-11-29",
+          "--target-driver", "570.124.06"])  # fmt: skip
+    (report,) = json.loads(capsys.readouterr().out)["hosts"]
+    found = next(c for c in report["checks"] if c["id"] == "cdi.spec")
+    assert found["severity"] == "warn", found
+    assert "containerd 1.7.0 parses CDI up to 0.5.0" in found["finding"]
+    assert "upgrade containerd to >= 1.7.16" in found["remediation"]
+    debian = with_engines(host(tmp_path / "deb", "5.2.2", "0.7.0", gids=True),
+                          DEBIAN12_DOCKERD, DEBIAN12_CONTAINERD)  # fmt: skip
+    assert parsers.dockerd_version(DEBIAN12_DOCKERD) == "20.10.24"
+    assert parsers.containerd_version(DEBIAN12_CONTAINERD) == "1.6.20"
+    assert "parses CDI specs up to" not in cdi_finding(capsys, debian)["finding"]
