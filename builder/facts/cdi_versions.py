@@ -1,4 +1,5 @@
-"""CDI spec versions: which fields need which `cdiVersion`, and which podman parses which.
+"""CDI spec versions: which fields need which `cdiVersion`, and which podman, docker and
+containerd release parses which.
 
 A CDI spec can outrun the engine. nvidia-container-toolkit 1.19.1 writes `cdiVersion: 0.7.0`
 (it adds `additionalGids` to device edits), and podman resolves devices with the CDI library it
@@ -126,6 +127,83 @@ PODMAN_CDI: tuple[EngineCdi, ...] = (
 # CDI library v1.1.0 (spec 1.1.0, 2025-12-10): no podman release up to v5.8.2 (2026-04-13)
 # vendors it, so no podman is known to parse a 1.1.0 spec.
 PODMAN_NEWEST_READ = Version("5.8.2")
+
+
+def _go_mod(repo: str, tag: str, file: str, lib: str) -> Source:
+    return Source(
+        f"https://github.com/{repo}/blob/{tag}/{file} "
+        f"(container-device-interface {lib}; read {READ})"
+    )
+
+
+# docker (moby): dockerd resolves `--device nvidia.com/gpu=...` through CDI from 25.0.0 with
+# `"features": {"cdi": true}` in daemon.json (experimental), on unless `"cdi": false` from
+# 28.2.0 (cmd/dockerd/daemon.go cdiEnabled). The library is moby's vendor.mod (go.mod from
+# docker-v29) at each release tag, read from a clone of github.com/moby/moby. 25.0.17 alone
+# backports v0.8.1 (26.0.0 is back on v0.6.2): the table keeps 25.0.x at 0.6.0, which
+# understates that one release.
+DOCKER_CDI_MIN = Version("25.0.0")
+DOCKER_CDI_DEFAULT = Version("28.2.0")
+DOCKER_CDI_SOURCE = Source(
+    "https://github.com/moby/moby/blob/v25.0.0/cmd/dockerd/daemon.go (features.cdi); "
+    f"https://github.com/moby/moby/blob/v28.2.0/cmd/dockerd/daemon.go (cdiEnabled); read {READ}"
+)
+DOCKER_CDI: tuple[EngineCdi, ...] = (
+    EngineCdi("docker", Version("25.0.0"), "v0.6.2", Version("0.6.0"),
+              (_go_mod("moby/moby", "v25.0.0", "vendor.mod", "v0.6.2"), _lib_version_go("v0.6.2"))),
+    EngineCdi("docker", Version("26.1.0"), "v0.7.1", Version("0.7.0"),
+              (_go_mod("moby/moby", "v26.1.0", "vendor.mod", "v0.7.1"), _lib_version_go("v0.7.1"))),
+    EngineCdi("docker", Version("27.4.0"), "v0.8.0", Version("0.8.0"),
+              (_go_mod("moby/moby", "v27.4.0", "vendor.mod", "v0.8.0"), _lib_version_go("v0.8.0"))),
+    EngineCdi("docker", Version("28.1.0"), "v1.0.1", Version("1.0.0"),
+              (_go_mod("moby/moby", "v28.1.0", "vendor.mod", "v1.0.1"), _lib_version_go("v1.0.1"))),
+    EngineCdi("docker", Version("29.2.0"), "v1.1.0", Version("1.1.0"),
+              (_go_mod("moby/moby", "docker-v29.2.0", "go.mod", "v1.1.0"),
+               _lib_version_go("v1.1.0"))),
+)  # fmt: skip
+DOCKER_NEWEST_READ = Version("29.5.1")
+# containerd: the CRI plugin resolves CDI devices from 1.7.0 with `enable_cdi = true` (default
+# false), on by default from 2.0.0 (pkg/cri/config/config_unix.go at v1.7.0,
+# internal/cri/config/config_unix.go at v2.0.0: EnableCDI). The library is containerd's go.mod
+# at each release tag (github.com/containerd/containerd): the 1.7 and 2.x lines each moved up
+# in patch releases, in one order of spec versions (1.7.27 and 2.0.0 both parse 0.8.0).
+# v0.5.4 is taken to behave as podman's measured v0.5.2 (it does not refuse a spec older than
+# its fields); not measured here.
+CONTAINERD_CDI_MIN = Version("1.7.0")
+CONTAINERD_CDI_DEFAULT = Version("2.0.0")
+CONTAINERD_CDI_SOURCE = Source(
+    "https://github.com/containerd/containerd/blob/v1.7.0/pkg/cri/config/config_unix.go "
+    "(EnableCDI false); https://github.com/containerd/containerd/blob/v2.0.0/internal/cri/"
+    f"config/config_unix.go (EnableCDI true); read {READ}"
+)
+_CTRD = "containerd/containerd"
+CONTAINERD_CDI: tuple[EngineCdi, ...] = (
+    EngineCdi("containerd", Version("1.7.0"), "v0.5.4", Version("0.5.0"),
+              (_go_mod(_CTRD, "v1.7.0", "go.mod", "v0.5.4"), _lib_version_go("v0.5.4")), False),
+    EngineCdi("containerd", Version("1.7.12"), "v0.6.1", Version("0.6.0"),
+              (_go_mod(_CTRD, "v1.7.12", "go.mod", "v0.6.1"), _lib_version_go("v0.6.1"))),
+    EngineCdi("containerd", Version("1.7.16"), "v0.7.2", Version("0.7.0"),
+              (_go_mod(_CTRD, "v1.7.16", "go.mod", "v0.7.2"), _lib_version_go("v0.7.2"))),
+    EngineCdi("containerd", Version("1.7.27"), "v0.8.1", Version("0.8.0"),
+              (_go_mod(_CTRD, "v1.7.27", "go.mod", "v0.8.1"), _lib_version_go("v0.8.1"))),
+    EngineCdi("containerd", Version("2.0.0"), "v0.8.0", Version("0.8.0"),
+              (_go_mod(_CTRD, "v2.0.0", "go.mod", "v0.8.0"), _lib_version_go("v0.8.0"))),
+    EngineCdi("containerd", Version("2.0.5"), "v1.0.0", Version("1.0.0"),
+              (_go_mod(_CTRD, "v2.0.5", "go.mod", "v1.0.0"), _lib_version_go("v1.0.0"))),
+    EngineCdi("containerd", Version("2.2.1"), "v1.1.0", Version("1.1.0"),
+              (_go_mod(_CTRD, "v2.2.1", "go.mod", "v1.1.0"), _lib_version_go("v1.1.0"))),
+)  # fmt: skip
+CONTAINERD_NEWEST_READ = Version("2.2.1")
+ENGINE_CDI: dict[str, tuple[EngineCdi, ...]] = {
+    "podman": PODMAN_CDI,
+    "docker": DOCKER_CDI,
+    "containerd": CONTAINERD_CDI,
+}
+NEWEST_READ = {
+    "podman": PODMAN_NEWEST_READ,
+    "docker": DOCKER_NEWEST_READ,
+    "containerd": CONTAINERD_NEWEST_READ,
+}
 # The reports that named the failure on real hosts: podman 4.9.3 (Ubuntu 24.04) and RHEL 8's
 # podman with nvidia-container-toolkit 1.19.1 specs ("unknown field additionalGids").
 TOOLKIT_0_7_0_REPORTS = Source(
@@ -158,15 +236,25 @@ def spec_version_of(text: str) -> Version | None:
     return v if v in KNOWN_SPEC_VERSIONS else None
 
 
+def engine_newest_spec(engine: str, version: Version) -> EngineCdi | None:
+    """The row of ENGINE_CDI[engine] that applies to this release (None: before its CDI)."""
+    rows = [r for r in ENGINE_CDI[engine] if r.min_version <= version]
+    return rows[-1] if rows else None
+
+
+def engine_for_spec(engine: str, spec: Version) -> EngineCdi | None:
+    """The first release of `engine` whose CDI library parses `spec` (None: none known to)."""
+    return next((r for r in ENGINE_CDI[engine] if r.newest_spec >= spec), None)
+
+
 def podman_newest_spec(podman: Version) -> EngineCdi | None:
     """The podman row that applies to this release (None: before native CDI)."""
-    rows = [r for r in PODMAN_CDI if r.min_version <= podman]
-    return rows[-1] if rows else None
+    return engine_newest_spec("podman", podman)
 
 
 def podman_for_spec(spec: Version) -> EngineCdi | None:
     """The first podman release whose CDI library parses `spec` (None: no podman known to)."""
-    return next((r for r in PODMAN_CDI if r.newest_spec >= spec), None)
+    return engine_for_spec("podman", spec)
 
 
 def field_version(name: str) -> Version:

@@ -91,6 +91,13 @@ MODULE_FLAVOUR_SOURCE = Source(
 KERNEL_DEVEL_SOURCE = DRIVER_INSTALL_GUIDE
 # nouveau must be blacklisted ("blacklist nouveau" + "options nouveau modeset=0") and unloaded.
 NOUVEAU_SOURCE = Source("https://docs.nvidia.com/cuda/cuda-installation-guide-linux/")
+# The kernel's PCI inventory: every device's vendor, device and class, readable by any user
+# and there without lspci (pciutils) or a loaded driver: the GPU witness beside lspci.
+SYS_PCI_DEVICES = "/sys/bus/pci/devices"
+SYS_PCI_SOURCE = Source(
+    "https://www.kernel.org/doc/Documentation/ABI/testing/sysfs-bus-pci "
+    "(/sys/bus/pci/devices/.../vendor, device, class)"
+)
 MODPROBE_DIRS = ("/etc/modprobe.d", "/usr/lib/modprobe.d", "/run/modprobe.d")
 # After a userspace upgrade without a module reload, NVML fails with this until reboot.
 NVML_MISMATCH = "Failed to initialize NVML: Driver/library version mismatch"

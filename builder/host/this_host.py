@@ -13,14 +13,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from builder.facts.host import CDI_SPEC_DIRS
+from builder.facts.host import CDI_SPEC_DIRS, SYS_PCI_DEVICES
 from builder.facts.pci_ids import NVIDIA_VENDOR
 from builder.host import parsers
 from builder.judgement.gpu_identity import GpuIdentity, identify
 
 DRIVER_FILE = "/proc/driver/nvidia/version"
 NVIDIA_GPUS = "/proc/driver/nvidia/gpus"
-SYS_PCI_DEVICES = "/sys/bus/pci/devices"
 _MODEL = re.compile(r"^Model:[ \t]*(.+)$", re.MULTILINE)
 _BUS_LOCATION = re.compile(r"^Bus Location:[ \t]*(\S+)", re.MULTILINE)
 # a PCI address as sysfs names its directory (domain:bus:device.function); nothing else is

@@ -49,6 +49,13 @@ READABLE: tuple[re.Pattern[str], ...] = (
     _path(r"/etc/containers/storage\.conf"),
 )
 LISTABLE = frozenset({*host_rules.MODPROBE_DIRS, *host_rules.CDI_SPEC_DIRS})
+# `ls -1 -- /sys/bus/pci/devices`, then `cat --` of its devices' one-line id files, many per
+# probe (a host has hundreds of PCI functions: one probe each would cost a round trip each)
+SYS_PCI_ATTR = re.compile(
+    re.escape(host_rules.SYS_PCI_DEVICES)
+    + r"/[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]/(?:vendor|device|class)"
+)
+SYS_PCI_ATTRS_MAX = 512
 # Paths whose existence `ls -1d` reports (CDI spec entries, the DKMS key): absolute, no `..`.
 _EXISTS = re.compile(r"/[A-Za-z0-9_.@+:,=/-]*")
 RPM_QF = "%{NAME} %{VERSION}-%{RELEASE}.%{ARCH}\\n"
@@ -153,6 +160,15 @@ ALLOWED: tuple[Shape, ...] = (
         "ls", ("-1", "--"), frozenset(LISTABLE), 1, len(LISTABLE), why="lists config directories"
     ),
     Shape("ls", ("-1d", "--"), _EXISTS, 1, 200, why="reports which paths exist"),
+    Shape("ls", ("-1", "--", host_rules.SYS_PCI_DEVICES), why="lists the kernel's PCI devices"),
+    Shape(
+        "cat",
+        ("--",),
+        SYS_PCI_ATTR,
+        1,
+        SYS_PCI_ATTRS_MAX,
+        why="prints PCI devices' vendor, device and class ids (sysfs, world-readable)",
+    ),
     Shape("uname", ("-r",), why="prints the running kernel"),
     Shape("grubby", ("--default-kernel",), why="prints the kernel the next boot uses"),
     Shape(
@@ -199,6 +215,8 @@ ALLOWED: tuple[Shape, ...] = (
         why="prints units' properties",
     ),
     Shape("podman", ("--version",), why="prints a version"),
+    Shape("dockerd", ("--version",), why="prints a version (starts no daemon)"),
+    Shape("containerd", ("--version",), why="prints a version (starts no daemon)"),
     Shape("podman", ("images", "--format", "json"), why="lists local images"),
     Shape("podman", ("image", "inspect"), _IMAGE_ID, 1, 100, why="prints image metadata"),
     Shape("getenforce", why="prints the SELinux mode"),

@@ -117,6 +117,7 @@ def _driver(host: ReadOnlyHost, state: HostState) -> None:
     state.installed_module_version = DriverVersion.parse(mv.stdout) if mv.ok else None
     o["lspci"] = host.run("lspci", "-nnk", "-d", "10de:")
     state.pci = parsers.lspci_nvidia(o["lspci"].stdout) if o["lspci"].ok else None
+    state.sys_pci = _sys_pci(host, state)
     if not state.nvidia_loaded:
         return
     o["smi"] = host.run(
@@ -134,9 +135,46 @@ def _driver(host: ReadOnlyHost, state: HostState) -> None:
         state.apps = parsers.smi_apps(o["smi-apps"].stdout) if o["smi-apps"].ok else None
 
 
+def _sys_pci(host: ReadOnlyHost, state: HostState) -> tuple[parsers.SysPciDevice, ...] | None:
+    """The NVIDIA GPUs the kernel's PCI inventory lists, a witness that needs neither lspci nor
+    a driver: every device's vendor id first, then the device and class ids of NVIDIA's, each
+    in as few `cat` probes as the allow-list's bound allows. None where it cannot be read."""
+    directory = host_rules.SYS_PCI_DEVICES
+    o = state.outputs
+    o["ls-pci"] = host.run("ls", "-1", "--", directory)
+    if not o["ls-pci"].ok:
+        return None
+    buses = parsers.sys_pci_listing(o["ls-pci"].stdout, directory)
+    vendors = _sys_attrs(host, state, "vendor", [f"{directory}/{b}/vendor" for b in buses])
+    if vendors is None:
+        return None
+    nvidia = [p.rsplit("/", 2)[-2] for p, v in vendors.items() if v == "0x10de"]
+    paths = [f"{directory}/{b}/{attr}" for b in nvidia for attr in ("device", "class")]
+    ids = _sys_attrs(host, state, "ids", paths)
+    return None if ids is None else parsers.sys_pci_gpus(directory, {**vendors, **ids})
+
+
+def _sys_attrs(
+    host: ReadOnlyHost, state: HostState, what: str, paths: list[str]
+) -> dict[str, str] | None:
+    """`cat --` of sysfs id files, SYS_PCI_ATTRS_MAX a probe: path -> value (None: one probe
+    failed or printed another number of lines than it was given files)."""
+    values: dict[str, str] = {}
+    for start in range(0, len(paths), allowlist.SYS_PCI_ATTRS_MAX):
+        chunk = paths[start : start + allowlist.SYS_PCI_ATTRS_MAX]
+        out = state.outputs[f"sys-pci-{what} {start}"] = host.run("cat", "--", *chunk)
+        got = parsers.sys_pci_attrs(chunk, out.stdout) if out.ok else None
+        if got is None:
+            return None
+        values.update(got)
+    return values
+
+
 def _gpus(host: ReadOnlyHost, state: HostState) -> None:
     smi_q = state.smi_q.gpus if state.smi_q else ()
-    state.gpus = merged_gpus(state.smi_gpus, smi_q, state.pci, state.nvidia_loaded)
+    state.gpus = merged_gpus(
+        state.smi_gpus, smi_q, state.pci, state.nvidia_loaded, state.sys_pci or ()
+    )
 
 
 def _dkms_secure_boot(host: ReadOnlyHost, state: HostState) -> None:
@@ -193,6 +231,11 @@ def _container(host: ReadOnlyHost, state: HostState) -> None:
     state.ctk_version = parsers.ctk_version(o["nvidia-ctk"].stdout) if o["nvidia-ctk"].ok else None
     o["podman"] = host.run("podman", "--version")
     state.podman_version = parsers.podman_version(o["podman"].stdout) if o["podman"].ok else None
+    o["dockerd"] = host.run("dockerd", "--version")
+    state.docker_version = parsers.dockerd_version(o["dockerd"].stdout) if o["dockerd"].ok else None
+    o["containerd"] = host.run("containerd", "--version")
+    ctrd = o["containerd"]
+    state.containerd_version = parsers.containerd_version(ctrd.stdout) if ctrd.ok else None
     o["getenforce"] = host.run("getenforce")
     state.selinux = parsers.getenforce(o["getenforce"].stdout) if o["getenforce"].ok else None
 

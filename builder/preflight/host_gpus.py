@@ -10,7 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from builder.facts.gpus import CC, Gpu
-from builder.host.parsers import PciDevices, QGpu, SmiGpu, pci_device_id, pci_name
+from builder.host.parsers import (
+    PciDevices,
+    QGpu,
+    SmiGpu,
+    SysPciDevice,
+    pci_device_id,
+    pci_name,
+)
 from builder.judgement.gpu_identity import GpuIdentity, identify
 
 
@@ -22,8 +29,15 @@ class HostGpu:
     persistence: str
     fabric_state: str
     identity: GpuIdentity
-    source: str = "nvml"  # nvml | lspci (NVML saw no device: identified from PCI alone)
-    pci_note: str = ""  # for source lspci: why NVML does not list it
+    # nvml | lspci | sysfs (NVML saw no device: identified from PCI alone, by lspci or, where
+    # lspci is missing or does not list it, by /sys/bus/pci/devices)
+    source: str = "nvml"
+    pci_note: str = ""  # for source lspci or sysfs: why NVML does not list it
+
+    @property
+    def pci_only(self) -> bool:
+        """Seen on the PCI bus only (lspci or sysfs), not by NVML."""
+        return self.source in ("lspci", "sysfs")
 
     @property
     def name(self) -> str:
@@ -77,19 +91,22 @@ def merged_gpus(
     smi_q: tuple[QGpu, ...],
     pci: PciDevices | None,
     nvidia_loaded: bool,
+    sysfs: tuple[SysPciDevice, ...] = (),
 ) -> list[HostGpu]:
-    """NVML's GPUs (brand from `nvidia-smi -q`, device id from lspci), then those only lspci
-    lists: the inventory is lspci + NVML, so a board NVML cannot see is still judged as what it
-    is (a B200 under a proprietary module needs the open modules), with why NVML lacks it."""
+    """NVML's GPUs (brand from `nvidia-smi -q`, device id from lspci, else sysfs), then those
+    only lspci lists, then those only sysfs lists: the inventory is lspci + sysfs + NVML, so a
+    board NVML cannot see is still judged as what it is (a B200 under a proprietary module
+    needs the open modules) on a host without lspci too, with why NVML lacks it."""
     by_bus = {bus_key(g.bus_id): g for g in smi_q}
     pci_lines = {bus_key(line.split(" ", 1)[0]): line for line in (pci.gpus if pci else ())}
+    sys_ids = {bus_key(d.bus): d.device for d in sysfs}
     out = []
     for g in smi_gpus:
         key = bus_key(g.bus_id)
         q = by_bus.get(key)
         line = pci_lines.get(key, "")
         ident = identify(
-            pci_id=pci_device_id(line) if line else None,
+            pci_id=pci_device_id(line) if line else sys_ids.get(key),
             nvml_name=g.name,
             cc=g.compute_cap,
             nvml_brand=q.brand if q else "",
@@ -97,16 +114,22 @@ def merged_gpus(
         out.append(
             HostGpu(g.index, g.uuid, g.bus_id, g.persistence, q.fabric_state if q else "", ident)
         )
-    if pci is None:
-        return out
-    nvml_buses = {bus_key(g.bus_id) for g in out}
-    for line in pci.gpus:
+    seen = {bus_key(g.bus_id) for g in out}
+    lspci = pci if pci is not None else PciDevices((), ())
+    for line in lspci.gpus:
         bus = line.split(" ", 1)[0]
-        if bus_key(bus) in nvml_buses:
+        if bus_key(bus) in seen:
             continue
         ident = identify(pci_id=pci_device_id(line), pci_text=pci_name(line))
-        note = _pci_only_reason(pci, nvidia_loaded, line, bus)
+        note = _pci_only_reason(lspci, nvidia_loaded, line, bus)
         out.append(HostGpu(len(out), "", bus, "", "", ident, "lspci", note))
+    seen |= {bus_key(g.bus_id) for g in out}
+    for d in sysfs:
+        if bus_key(d.bus) in seen:
+            continue
+        note = _pci_only_reason(lspci, nvidia_loaded, "", d.bus)
+        ident = identify(pci_id=d.device, bus=d.bus)
+        out.append(HostGpu(len(out), "", d.bus, "", "", ident, "sysfs", note))
     return out
 
 

@@ -45,6 +45,8 @@ class HostState:
     installed_flavour: str | None = None  # modinfo license of the module on disk
     installed_module_version: DriverVersion | None = None  # modinfo version of the module on disk
     pci: parsers.PciDevices | None = None  # None: lspci is not there
+    # NVIDIA GPUs in /sys/bus/pci/devices (None: unreadable): the witness beside lspci
+    sys_pci: tuple[parsers.SysPciDevice, ...] | None = None
     smi_gpus: list[parsers.SmiGpu] = field(default_factory=list)
     smi_q: parsers.SmiQuery | None = None
     gpus: list[HostGpu] = field(default_factory=list)
@@ -65,6 +67,9 @@ class HostState:
     cdi_errors: list[str] = field(default_factory=list)
     cdi_missing: dict[str, list[str]] = field(default_factory=dict)  # spec path -> paths
     podman_version: str | None = None
+    # the daemons that resolve CDI devices beside podman (None: not installed or unrecognised)
+    docker_version: str | None = None
+    containerd_version: str | None = None
     selinux: str | None = None
     disk: list[parsers.DiskFree] = field(default_factory=list)
     images: list[parsers.LocalImage] = field(default_factory=list)

@@ -70,6 +70,8 @@ SHORT: dict[str, tuple[str, ...]] = {
     "fabricmanager": ("nv-fabricmanager", "--version"),
     "nvidia-ctk": ("nvidia-ctk", "--version"),
     "podman": ("podman", "--version"),
+    "dockerd": ("dockerd", "--version"),
+    "containerd": ("containerd", "--version"),
     "podman-images": ("podman", "images", "--format", "json"),
     "id": ("id", "-u"),
     "podman-inspect": ("podman", "image", "inspect"),
@@ -198,6 +200,8 @@ class ReplayHost:
             if rec.matches(argv):
                 return Result(rec.rc, rec.stdout, rec.stderr)
         prog = argv[0]
+        if prog == "cat" and argv[1] == "--":
+            return self._cat_many(argv[2:])
         if prog == "cat":
             path = self.record.files.get(argv[1])
             if path is None:
@@ -210,6 +214,18 @@ class ReplayHost:
         return Result(
             127, "", f"timeout: failed to run command '{prog}': No such file or directory\n"
         )
+
+    def _cat_many(self, paths: tuple[str, ...]) -> Result:
+        """`cat -- PATH...` as cat does it: each file's text in turn, a missing one on stderr
+        (and exit 1) while the others still print."""
+        out, err = [], ""
+        for p in paths:
+            path = self.record.files.get(p)
+            if path is None:
+                err += f"cat: {p}: No such file or directory\n"
+            else:
+                out.append(read_capped(path))
+        return Result(1 if err else 0, "".join(out), err)
 
     def _ls(self, argv: tuple[str, ...]) -> Result:
         exists, dirs = self.record.exists, self.record.dirs
@@ -261,7 +277,9 @@ def _write(root: Path, host: str, spec: str, log: list[Output], today: dt.date) 
     (root / "out").mkdir()
     for n, out in enumerate(log):
         stdout, trimmed = _kept(out)
-        if out.argv[0] == "cat" and out.ok:
+        if _one_line_files(root, out, origin, files):
+            continue
+        if out.argv[0] == "cat" and out.argv[1] != "--" and out.ok:
             target = root / "files" / out.argv[1].lstrip("/")
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(stdout)
@@ -288,6 +306,23 @@ def _write(root: Path, host: str, spec: str, log: list[Output], today: dt.date) 
         f"# A preflight record of {host}: judge it with `trainimg preflight --from DIR`.\n"
         + yaml.safe_dump(meta, sort_keys=False, width=100, allow_unicode=True)
     )
+
+
+def _one_line_files(root: Path, out: Output, origin: str, files: dict[str, str]) -> bool:
+    """`cat -- PATH...` of one-line sysfs files, kept as those files under files/ (the layout
+    a replay reads them from); False for any other probe, or one whose lines do not match."""
+    if out.argv[:2] != ("cat", "--") or not out.ok:
+        return False
+    paths = list(out.argv[2:])
+    values = out.stdout.splitlines()
+    if len(values) != len(paths):
+        return False
+    for p, line in zip(paths, values, strict=True):
+        target = root / "files" / p.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(line + "\n")
+        files[p] = origin
+    return True
 
 
 # Outputs whose full text preflight does not parse: the record keeps what the parser reads.

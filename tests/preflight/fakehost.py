@@ -58,12 +58,28 @@ CONTAINER_HOME = "/opt/fakehost"
 CLEARED = ("/etc/modprobe.d", "/usr/lib/modprobe.d", "/run/modprobe.d", *host_rules.CDI_SPEC_DIRS)
 _SHIM_CAT = f"""#!/bin/sh
 # fakehost: a container cannot hold a fixture's /proc or /sys files; serve them from the fixture.
+if [ "$1" = "--" ]; then  # cat -- FILE...: the sysfs ids, many a probe
+  shift; rc=0
+  for f in "$@"; do
+    case "$f" in /proc/*|/sys/*) f="{CONTAINER_HOME}/root$f" ;; esac
+    /bin/cat -- "$f" || rc=1
+  done
+  exit $rc
+fi
 case "$1" in
   /proc/*|/sys/*)
     if [ -f "{CONTAINER_HOME}/root$1" ]; then exec /bin/cat "{CONTAINER_HOME}/root$1"; fi
     echo "cat: $1: No such file or directory" >&2; exit 1 ;;
 esac
 exec /bin/cat "$@"
+"""
+
+# ... and lists the fixture's /sys directories (the container's own are this machine's)
+_SHIM_LS = f"""#!/bin/sh
+if [ "$#" -eq 3 ] && [ "$1" = "-1" ] && [ "$2" = "--" ]; then
+  case "$3" in /sys/*) exec /bin/ls -1 -- "{CONTAINER_HOME}/root$3" ;; esac
+fi
+exec /bin/ls "$@"
 """
 
 
@@ -93,9 +109,12 @@ def materialize(fx: Fixture, dest: Path) -> None:
         path = dest / "bin" / prog
         path.write_text(_script(prog, recs))
         path.chmod(0o755)
-    shim = dest / "bin" / "cat"
-    shim.write_text(_SHIM_CAT)
-    shim.chmod(0o755)
+    for prog, text in (("cat", _SHIM_CAT), ("ls", _SHIM_LS)):
+        if prog == "ls" and prog in by_prog:  # a recorded `ls` answers for itself
+            continue
+        shim = dest / "bin" / prog
+        shim.write_text(text)
+        shim.chmod(0o755)
     setup = ["set -e", f"rm -rf {' '.join(CLEARED)}"]
     for host_path, src in sorted(fx.files.items()):
         target = dest / "root" / host_path.lstrip("/")

@@ -19,7 +19,7 @@ from tests.preflight.fakehost import HOSTS
 READ_ONLY_PROGRAMS = {
     "cat", "ls", "uname", "grubby", "rpm", "dkms", "mokutil", "nvidia-smi", "nvidia-ctk",
     "nv-fabricmanager", "lsmod", "modinfo", "systemctl", "podman", "getenforce", "df", "lspci",
-    "journalctl", "id", "printenv", "dnf",
+    "journalctl", "id", "printenv", "dnf", "dockerd", "containerd",
 }  # fmt: skip
 
 

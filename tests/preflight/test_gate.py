@@ -6,7 +6,9 @@ its origin and what was derived noted in its fixture.yaml."""
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -205,3 +207,25 @@ def test_the_fleet_report_is_the_summary_first_then_a_line_per_host_worst_first(
     assert single[0].startswith("el9-v100-r535") and "fix: " in single[1]
     verbose = render_fleet(reports, "580.65.06", verbose=True)
     assert verbose.count("== ") == 3 and "IMAGE" in verbose
+
+
+def test_a_b200_without_lspci_is_seen_in_sysfs_and_a_proprietary_plan_blocks(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """No lspci, no NVML device: /sys/bus/pci/devices is the only witness. Its 8 B200s (class
+    0x0302, 10de:2901) are identified by PCI id, so keeping the proprietary modules blocks; the
+    NVSwitches (0x0680) and the Intel host bridge are not GPUs. The same record without its
+    sysfs files passes the plan (exit 3): the defect of issue 28."""
+    rec = FIXTURES / "el9-b200-proprietary-no-lspci"
+    args = ("--target-driver", "580.65.06", "--target-module", "proprietary")
+    code, doc = cli(capsys, "--from", str(rec), *args)
+    host = host_of(doc)
+    assert code == 4 and by_id(host)["driver.module"]["reason"] == "gpu.needs-open-modules"
+    gpus = host["facts"]["gpu_list"]
+    assert len(gpus) == 8 and {g["catalogue"] for g in gpus} == {"b200"}
+    assert {g["identified_by"] for g in gpus} == {"PCI id 10de:2901"}
+    blind = tmp_path / "no-sysfs"
+    shutil.copytree(rec, blind)
+    shutil.rmtree(blind / "files" / "sys" / "bus")
+    code, doc = cli(capsys, "--from", str(blind), *args)
+    assert code == 3 and host_of(doc)["facts"]["gpu_list"] == []

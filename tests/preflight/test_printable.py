@@ -96,3 +96,22 @@ def test_a_record_file_that_is_a_hard_link_is_refused(tmp_path: Path) -> None:
             Record.load(base)
         target.unlink()
         target.write_text("restored\n")
+
+
+def test_a_recorded_sysfs_id_that_is_a_hard_link_or_a_fifo_is_refused(tmp_path: Path) -> None:
+    """The sysfs witness's files are record files like any other: a hard link to a file
+    outside the record, or a FIFO (a read that never ends), refuses the record unread."""
+    base = tmp_path / "rec"
+    shutil.copytree(FIXTURES / "el9-b200-proprietary-no-lspci", base)
+    rel = "files/sys/bus/pci/devices/0000:18:00.0/device"
+    target = base / rel
+    outside = tmp_path / "secret"
+    outside.write_text("0x2901\n")
+    target.unlink()
+    os.link(outside, target)
+    with pytest.raises(Exception, match=r"0000:18:00.0/device has 2 names \(a hard link"):
+        Record.load(base)
+    target.unlink()
+    os.mkfifo(target)
+    with pytest.raises(Exception, match=r"0000:18:00.0/device is not a regular file"):
+        Record.load(base)

@@ -11,6 +11,7 @@ import pytest
 
 from builder.cli import main
 from builder.facts.driver_version import DriverVersion
+from builder.host import parsers
 from builder.preflight.fleet import FleetInputs, preflight_host
 from builder.preflight.hostio import ReadOnlyHost
 from builder.preflight.inventory import Target
@@ -75,7 +76,15 @@ def test_the_fixtures_directory_is_a_recorded_fleet(capsys: pytest.CaptureFixtur
     assert all(h["reachable"] for h in doc["hosts"])
 
 
-@pytest.mark.parametrize("name", ["el9-h100", "el9-h100-reboot-pending", "el9-l40s-rtx5090-r565"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "el9-h100",
+        "el9-h100-reboot-pending",
+        "el9-l40s-rtx5090-r565",
+        "el9-b200-proprietary-no-lspci",
+    ],
+)
 def test_recording_a_fixture_host_and_replaying_it_gives_the_same_report(
     tmp_path: Path, name: str
 ) -> None:
@@ -96,3 +105,35 @@ def test_a_broken_record_is_exit_2(capsys: pytest.CaptureFixture[str], tmp_path:
     assert code == 2 and "not a preflight record" in err
     code, _, err = cli(capsys, "--from", str(tmp_path / "absent"))
     assert code == 2 and "no such record directory" in err
+
+
+def test_the_sysfs_witness_is_recorded_as_files_and_read_with_bounded_probes(
+    tmp_path: Path,
+) -> None:
+    """`cat -- PATH...` of sysfs ids is kept as those files (the layout a replay reads): the
+    vendor of every device, the device and class of NVIDIA's only; a probe's output whose line
+    count does not match its files is no witness (nothing is guessed)."""
+    name = "el9-b200-proprietary-no-lspci"
+    fake = FakeHost(Fixture.load_fixture(name))
+    target = Target(name, f"fake://{name}")
+    ctx = FleetInputs(UpgradePlan(None), TODAY, [], [], True, 20, tmp_path)
+    preflight_host(target, ctx, lambda _: ReadOnlyHost(fake, name))
+    devices = tmp_path / name / "files/sys/bus/pci/devices"
+    assert (devices / "0000:18:00.0/device").read_text() == "0x2901\n"
+    assert (devices / "0000:00:00.0/vendor").read_text() == "0x8086\n"
+    assert not (devices / "0000:00:00.0/device").exists()  # not NVIDIA: not read further
+    cats = [line for line in fake.lines if " cat -- " in line]
+    assert len(cats) == 2  # the vendors, then NVIDIA's device and class ids
+    paths = ["/sys/bus/pci/devices/0000:18:00.0/vendor", "/sys/bus/pci/devices/0000:2a:00.0/vendor"]
+    assert parsers.sys_pci_attrs(paths, "0x10de\n") is None
+    values = {
+        "/d/0000:18:00.0/vendor": "0x10de", "/d/0000:18:00.0/device": "0x2901",
+        "/d/0000:18:00.0/class": "0x030200", "/d/0000:05:00.0/vendor": "0x10de",
+        "/d/0000:05:00.0/device": "0x22a3", "/d/0000:05:00.0/class": "0x068000",
+        "/d/0000:41:00.0/vendor": "0x10de", "/d/0000:41:00.0/device": "zz",
+        "/d/0000:41:00.0/class": "0x030000",
+    }  # fmt: skip
+    (gpu,) = parsers.sys_pci_gpus("/d", values)
+    assert (gpu.bus, gpu.device, gpu.pci_class) == ("0000:18:00.0", 0x2901, 0x030200)
+    listed = parsers.sys_pci_listing("0000:18:00.0\n../../etc\nfoo\n", "/d")
+    assert listed == ["0000:18:00.0"]

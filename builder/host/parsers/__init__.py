@@ -25,6 +25,7 @@ from builder.host.parsers.kernel import (
     Blacklist,
     KernelModule,
     PciDevices,
+    SysPciDevice,
     Xid,
     cmdline_subset,
     lsmod,
@@ -35,6 +36,9 @@ from builder.host.parsers.kernel import (
     pci_device_id,
     pci_name,
     proc_modules,
+    sys_pci_attrs,
+    sys_pci_gpus,
+    sys_pci_listing,
     xid_events,
 )
 from builder.host.parsers.nvidia_smi import (
@@ -61,6 +65,8 @@ from builder.host.parsers.packages import (
 )
 from builder.host.parsers.podman import (
     LocalImage,
+    containerd_version,
+    dockerd_version,
     images_subset,
     inspect_subset,
     podman_images,
@@ -100,9 +106,11 @@ __all__ = [
     "SmiBanner",
     "SmiGpu",
     "SmiQuery",
+    "SysPciDevice",
     "Xid",
     "cdi_spec",
     "cmdline_subset",
+    "containerd_version",
     "ctk_version",
     "df_p",
     "dkms_status",
@@ -112,6 +120,7 @@ __all__ = [
     "dnf_no_cache",
     "dnf_pins",
     "dnf_repoquery",
+    "dockerd_version",
     "existing_paths",
     "fm_version",
     "getenforce",
@@ -143,6 +152,9 @@ __all__ = [
     "smi_banner",
     "smi_gpus",
     "smi_q",
+    "sys_pci_attrs",
+    "sys_pci_gpus",
+    "sys_pci_listing",
     "systemctl_show",
     "xid_events",
 ]

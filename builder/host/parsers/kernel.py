@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from builder.facts import host as host_rules
 from builder.facts.driver_version import DriverVersion
+from builder.facts.pci_ids import NVIDIA_VENDOR
 
 # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  565.57.01  Release Build  (...)"
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.161.07  Sat Feb 17 22:55:48 UTC 2024"
@@ -175,3 +176,62 @@ def xid_events(text: str) -> list[Xid]:
         if m:
             out.append(Xid(m[1].lower(), int(m[2]), m[3].strip()))
     return out
+
+
+# --- /sys/bus/pci/devices: the kernel's own PCI inventory, a GPU witness beside lspci --------
+# a PCI address as sysfs names its directory (domain:bus:device.function); nothing else is
+# joined to a path
+SYS_PCI_ADDRESS = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+_SYS_HEX = re.compile(r"0x([0-9a-f]{4,6})")
+# PCI class codes (base class, subclass) of a GPU: VGA-compatible display controller (0300) and
+# 3D controller (0302); NVSwitch bridges (0680) and audio functions (0403) are not GPUs
+GPU_PCI_CLASSES = frozenset({0x0300, 0x0302})
+
+
+@dataclass(frozen=True)
+class SysPciDevice:
+    """One NVIDIA display/3D controller as sysfs lists it (vendor 10de)."""
+
+    bus: str  # its address with its domain, as sysfs names it ("0000:18:00.0")
+    device: int  # the PCI device id
+    pci_class: int  # the 24-bit class code (0x030200)
+
+
+def sys_pci_listing(text: str, directory: str) -> list[str]:
+    """`ls -1 -- /sys/bus/pci/devices`: the device addresses it names (GNU ls prints no header
+    for one operand; a "DIR:" header, where present, is skipped). Anything that is not a PCI
+    address is dropped: no other name is ever joined to a path."""
+    names = [line.strip() for line in text.splitlines() if line.strip() != f"{directory}:"]
+    return [n.lower() for n in names if SYS_PCI_ADDRESS.fullmatch(n.lower())]
+
+
+def sys_pci_attrs(paths: list[str], text: str) -> dict[str, str] | None:
+    """`cat -- PATH...` of one-line sysfs attributes: path -> its value, in order; None when the
+    line count does not match (a file could not be read: nothing is guessed)."""
+    lines = text.splitlines()
+    if len(lines) != len(paths):
+        return None
+    return {p: line.strip().lower() for p, line in zip(paths, lines, strict=True)}
+
+
+def sys_hex(value: str) -> int | None:
+    """A sysfs id ("0x10de", "0x030200") as a number; None when it is not one."""
+    m = _SYS_HEX.fullmatch(value.strip().lower())
+    return int(m[1], 16) if m else None
+
+
+def sys_pci_gpus(directory: str, values: dict[str, str]) -> tuple[SysPciDevice, ...]:
+    """The NVIDIA GPUs among sysfs attribute values (`<directory>/<bus>/{vendor,device,class}`
+    -> value): vendor 0x10de with a display or 3D controller class, sorted by address."""
+    out = []
+    buses = sorted({p[len(directory) + 1 :].split("/")[0] for p in values})
+    for bus in buses:
+        vendor, device, cls = (
+            sys_hex(values.get(f"{directory}/{bus}/{attr}", ""))
+            for attr in ("vendor", "device", "class")
+        )
+        if vendor != NVIDIA_VENDOR or device is None or cls is None:
+            continue
+        if cls >> 8 in GPU_PCI_CLASSES:
+            out.append(SysPciDevice(bus, device, cls))
+    return tuple(out)

@@ -16,6 +16,22 @@ def podman_version(text: str) -> str | None:
     return m[1] if m else None
 
 
+def dockerd_version(text: str) -> str | None:
+    """`dockerd --version`: "Docker version 27.5.1, build 4c9b3b0" (cmd/dockerd/cobra.go's
+    template). The daemon's, not the client's: dockerd holds the CDI library. podman-docker's
+    `docker` prints "podman version ..." and is never taken for docker."""
+    m = re.match(r"Docker version (\d+\.\d+\.\d+)", text.strip())
+    return m[1] if m else None
+
+
+def containerd_version(text: str) -> str | None:
+    """`containerd --version`: "containerd <package> <version> <revision>" (cmd/containerd's
+    VersionPrinter): "containerd github.com/containerd/containerd/v2 v2.0.0 207ad71...",
+    "containerd containerd.io 1.7.25 bcc810d..." (Docker's package)."""
+    m = re.match(r"containerd \S+ v?(\d+\.\d+\.\d+)", text.strip())
+    return m[1] if m else None
+
+
 @dataclass(frozen=True)
 class LocalImage:
     id: str

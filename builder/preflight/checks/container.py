@@ -134,7 +134,7 @@ def cdi_spec_health(cid: str, state: HostState, plan: UpgradePlan, today: dt.dat
         return unparsed
     upcoming = _regenerated_outruns_podman(state, plan)
     if upcoming:
-        warnings.append(upcoming)
+        warnings.append(upcoming[0])
     for spec in shadowed:
         notes.append(
             f"{spec.path} is shadowed by the same kind in a higher-priority directory "
@@ -151,8 +151,10 @@ def cdi_spec_health(cid: str, state: HostState, plan: UpgradePlan, today: dt.dat
             cid,
             WARN,
             "; ".join(warnings + notes),
-            _upgrade_or_no_gids(state, effective[0] if effective else None, refreshed),
-            (*all_srcs, *_ENGINE_SOURCES),
+            _upgrade_or_no_gids(
+                state, effective[0] if effective else None, refreshed, _V070, upcoming[1]
+            ),
+            (*all_srcs, *_ENGINE_SOURCES, *_engine_sources(state)),
         )
     if warnings:
         return Finding(cid, WARN, "; ".join(warnings + notes), f"after the reboot: {regen}",
@@ -267,17 +269,39 @@ def _engine_finding(
         BLOCK,
         "; ".join([*(msg for msg, _ in engine_problems), *problems, *notes]),
         "; ".join(fixes),
-        (*srcs, *_ENGINE_SOURCES),
+        (*srcs, *_ENGINE_SOURCES, *_engine_sources(state)),
     )
 
 
+# How each engine is asked for a CDI device, for the message when it cannot resolve one
+_ENGINE_USE = {
+    "podman": "`podman run --device {kind}=...`",
+    "docker": "`docker run --device {kind}=...` (dockerd's CDI)",
+    "containerd": "a CDI device through containerd (its CRI plugin, `ctr run --device`)",
+}
+
+
+def host_engines(state: HostState) -> list[tuple[str, Version]]:
+    """The engines on the host that resolve CDI devices, with their versions: podman, dockerd
+    and containerd, each where its version was read and it has CDI at all (ENGINE_CDI)."""
+    found = []
+    for engine, text in (
+        ("podman", state.podman_version),
+        ("docker", state.docker_version),
+        ("containerd", state.containerd_version),
+    ):
+        version = loose_version(text)
+        if version is not None and cdiv.engine_newest_spec(engine, version) is not None:
+            found.append((engine, version))
+    return found
+
+
 def _engine_parses(spec: CdiSpec, state: HostState, refreshed: bool) -> tuple[str, str] | None:
-    """(problem, fix) when the host's podman cannot parse the spec: its `cdiVersion`, or a
-    field it uses, is newer than podman's vendored CDI library knows; or the spec is invalid
-    for every CDI library. None when it parses (or podman's version is unknown)."""
-    podman = loose_version(state.podman_version)
-    row = cdiv.podman_newest_spec(podman) if podman is not None else None
-    if podman is None or row is None:
+    """(problem, fix) when an engine on the host cannot parse the spec: its `cdiVersion`, or a
+    field it uses, is newer than the engine's vendored CDI library knows; or the spec is invalid
+    for every CDI library. None when every engine parses it (or none is known)."""
+    engines = host_engines(state)
+    if not engines:
         return None  # podman.version says what is wrong
     declared = cdiv.spec_version_of(spec.cdi_version)
     if declared is None:
@@ -286,42 +310,70 @@ def _engine_parses(spec: CdiSpec, state: HostState, refreshed: bool) -> tuple[st
             "(every CDI library refuses it: invalid version)",
             f"regenerate the spec: {_regen(spec, refreshed)}",
         )
+    found = [_one_engine(spec, state, refreshed, declared, e, v) for e, v in engines]
+    problems = [f for f in found if f is not None]
+    if not problems:
+        return None
+    return "; ".join(p for p, _ in problems), "; ".join(dict.fromkeys(f for _, f in problems))
+
+
+def _one_engine(
+    spec: CdiSpec,
+    state: HostState,
+    refreshed: bool,
+    declared: Version,
+    engine: str,
+    version: Version,
+) -> tuple[str, str] | None:
+    """(problem, fix) when this engine release cannot parse the spec; None when it does."""
+    row = cdiv.engine_newest_spec(engine, version)
+    assert row is not None  # host_engines keeps only engines with CDI
     needs = {f: cdiv.field_version(f) for f in spec.fields_used}
     need = max([declared, *needs.values()])
     if need > declared and row.refuses_older_than_fields:
         return (
             f"{spec.path} says cdiVersion {declared} but uses "
             + ", ".join(f"{f} (CDI {v})" for f, v in needs.items() if v > declared)
-            + f": podman {podman}'s CDI library {row.library} refuses a spec older than its "
+            + f": {engine} {version}'s CDI library {row.library} refuses a spec older than its "
             "fields",
             f"regenerate the spec: {_regen(spec, refreshed)}",
         )
     if need <= row.newest_spec:
         return None
     newer = [f"{f} (CDI {v})" for f, v in needs.items() if v > row.newest_spec]
+    use = _ENGINE_USE[engine].format(kind=spec.kind)
     return (
         f"{spec.path} is CDI {declared}"
         + (f" (it uses {', '.join(newer)})" if newer else "")
-        + f"; podman {podman} parses CDI specs up to {row.newest_spec} (its CDI library "
-        f"{row.library}): `podman run --device {spec.kind}=...` fails (unresolvable CDI devices)",
-        _upgrade_or_no_gids(state, spec, refreshed, need),
+        + f"; {engine} {version} parses CDI specs up to {row.newest_spec} (its CDI library "
+        f"{row.library}): {use} fails (unresolvable CDI devices)",
+        _upgrade_or_no_gids(state, spec, refreshed, need, engine),
     )
 
 
 def _upgrade_or_no_gids(
-    state: HostState, spec: CdiSpec | None, refreshed: bool, need: Version = _V070
+    state: HostState,
+    spec: CdiSpec | None,
+    refreshed: bool,
+    need: Version = _V070,
+    engine: str = "podman",
 ) -> str:
-    """Upgrade podman to one that parses `need`; or, where only `additionalGids` needs more
-    than this podman parses, regenerate the spec without it."""
-    first = cdiv.podman_for_spec(need)
+    """Upgrade the engine to one that parses `need`; or, where only `additionalGids` needs
+    more than this release parses, regenerate the spec without it."""
+    first = cdiv.engine_for_spec(engine, need)
+    # dockerd and containerd as Docker's repositories package them (EL and Debian alike)
+    package = {"docker": "docker-ce", "containerd": "containerd.io"}.get(engine, engine)
     fixes = [
-        f"upgrade podman to >= {first.min_version} (it parses CDI {need}): "
-        + package_command(state, "upgrade", "podman")
+        f"upgrade {engine} to >= {first.min_version} (it parses CDI {need}): "
+        + package_command(state, "upgrade", package)
         if first is not None
-        else f"no podman release up to {cdiv.PODMAN_NEWEST_READ} parses CDI {need}"
+        else f"no {engine} release up to {cdiv.NEWEST_READ[engine]} parses CDI {need}"
     ]
-    podman = loose_version(state.podman_version)
-    row = cdiv.podman_newest_spec(podman) if podman is not None else None
+    text = {"podman": state.podman_version, "docker": state.docker_version}.get(
+        engine, state.containerd_version
+    )
+    version = loose_version(text)
+    row = cdiv.engine_newest_spec(engine, version) if version is not None else None
     others = [cdiv.field_version(f) for f in (spec.fields_used if spec else ()) if f != _GIDS]
     if row is not None and max(others, default=Version("0.3.0")) <= row.newest_spec:
         path = spec.path if spec is not None else "/etc/cdi/nvidia.yaml"
@@ -339,21 +391,35 @@ def _upgrade_or_no_gids(
     return "; ".join(fixes)
 
 
-def _regenerated_outruns_podman(state: HostState, plan: UpgradePlan) -> str | None:
-    """A spec podman parses now is regenerated after the driver upgrade by a toolkit that
-    writes CDI 0.7.0 (additionalGids where a device node is not world read-writable): a risk
-    when this podman parses less."""
-    podman = loose_version(state.podman_version)
+def _regenerated_outruns_podman(state: HostState, plan: UpgradePlan) -> tuple[str, str] | None:
+    """(warning, engine): a spec every engine parses now is regenerated after the driver
+    upgrade by a toolkit that writes CDI 0.7.0 (additionalGids where a device node is not world
+    read-writable): a risk when an engine on the host (podman first) parses less."""
     ctk = loose_version(state.ctk_version)
-    row = cdiv.podman_newest_spec(podman) if podman is not None else None
-    if plan.target is None or ctk is None or ctk < _TOOLKIT_0_7_0 or row is None:
+    if plan.target is None or ctk is None or ctk < _TOOLKIT_0_7_0:
         return None
-    if row.newest_spec >= _V070:
-        return None
-    return (
-        f"nvidia-container-toolkit {ctk} writes CDI 0.7.0 (additionalGids) when it regenerates "
-        f"the spec for {plan.target}; podman {podman} parses CDI up to {row.newest_spec}"
-    )
+    for engine, version in host_engines(state):
+        row = cdiv.engine_newest_spec(engine, version)
+        if row is not None and row.newest_spec < _V070:
+            return (
+                f"nvidia-container-toolkit {ctk} writes CDI 0.7.0 (additionalGids) when it "
+                f"regenerates the spec for {plan.target}; {engine} {version} parses CDI up to "
+                f"{row.newest_spec}",
+                engine,
+            )
+    return None
+
+
+def _engine_sources(state: HostState) -> tuple[Source, ...]:
+    """The rows' sources of the docker and containerd releases on the host (podman's are in
+    _ENGINE_SOURCES)."""
+    out: list[Source] = []
+    for engine, version in host_engines(state):
+        row = cdiv.engine_newest_spec(engine, version)
+        if engine != "podman" and row is not None:
+            enable = cdiv.DOCKER_CDI_SOURCE if engine == "docker" else cdiv.CONTAINERD_CDI_SOURCE
+            out += [*row.sources, enable]
+    return tuple(out)
 
 
 def _regen(spec: CdiSpec | None, refreshed: bool) -> str:

@@ -70,7 +70,7 @@ def gpu_inventory(cid: str, state: HostState, plan: UpgradePlan, today: dt.date)
             srcs += f.sources
         if found:
             sev, fix, reason = BLOCK, found[0].remediation, found[0].reason
-    pci_only = [g for g in state.gpus if g.source == "lspci"]
+    pci_only = [g for g in state.gpus if g.pci_only]
     if pci_only:
         by_reason: dict[str, list[HostGpu]] = {}
         for g in pci_only:
