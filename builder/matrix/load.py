@@ -172,7 +172,11 @@ def _os(r: Reader, key: str, value: Any) -> m.OsSpec:
     distro_key = r.text(d.get("distro", key), f"{kp}.distro", v.KEY)
     if distro_key not in DISTROS:
         where = f"{kp}.distro" if "distro" in d else kp
-        r.fail(where, f"unknown distro {distro_key!r} (known: {', '.join(DISTROS)})")
+        r.fail(
+            where,
+            f"unknown distro {distro_key!r} (known: {', '.join(DISTROS)}; a new distribution "
+            "is a DISTROS entry in builder/facts/oses.py, with its sources: docs/matrix.md)",
+        )
     distro = DISTROS[distro_key]
     family = distro.family
     pattern = version_pattern(family)
