@@ -114,15 +114,17 @@ def prepare_out(path: str) -> Path:
 class _Trained:
     outcome: Outcome
     stopped: str | None  # the numerical stop's message
+    fp8_layers: int  # layers it trained in FP8: a gate an FP8 recipe passed without any is void
 
 
 def _train(cfg: RunConfig, d: Dist, sink: Sink, stop: StopRequest, label: str) -> _Trained:
     loop = start(cfg, d, sink, stop, label)
+    fp8_layers = sum(1 for c in loop.run.fp8_layers if c.fp8)
     try:
         loop.train()
     except NumericalStop as exc:
-        return _Trained(loop.outcome, str(exc))
-    return _Trained(loop.outcome, None)
+        return _Trained(loop.outcome, str(exc), fp8_layers)
+    return _Trained(loop.outcome, None, fp8_layers)
 
 
 def _write(doc: dict[str, Any], out: Path) -> tuple[Path, Path]:
@@ -191,6 +193,7 @@ def run_gate(plan: GatePlan, d: Dist, sink: Sink, stop: StopRequest) -> int:
             "reference": [r.outcome.tokens for r in refs],
             "candidate": cand.outcome.tokens,
         },
+        "fp8_layers": {"reference": refs[0].fp8_layers, "candidate": cand.fp8_layers},
         "inject_fault": plan.candidate_cfg.train.inject_fault,
         "candidate_status": cand.outcome.status,
         "candidate_stopped": cand.stopped,
