@@ -151,3 +151,11 @@ def test_bad_input_exits_2_naming_the_value(
 def test_an_unknown_preset_exits_2_naming_it(run_cli: RunCli, tmp_path: Path) -> None:
     res = run_cli(*GATE, "--reference", "bf16", "--candidate", "fp9", "--out", str(tmp_path))
     assert res.code == EXIT_BAD_INPUT and "'fp9'" in res.err and "bf16" in res.err
+
+
+def test_an_unwritable_out_exits_2_before_training(run_cli: RunCli, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    res = run_cli(*GATE, "--reference", "bf16", "--candidate", "bf16", "--out", str(blocker / "o"))
+    assert res.code == EXIT_BAD_INPUT and f"--out {blocker / 'o'}: not a writable" in res.err
+    assert "== gate: reference" not in res.out  # nothing trained
