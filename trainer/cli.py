@@ -1,7 +1,8 @@
-"""`python -m trainer {train,info}`: the image's ENTRYPOINT.
+"""`python -m trainer {train,gate,info}`: the image's ENTRYPOINT.
 
 Every failure the user can act on becomes one line on stderr and an exit code (see
-EXIT_CODES_HELP); a traceback means a bug in the trainer.
+EXIT_CODES_HELP); a traceback means a bug in the trainer. Over 400 lines: `train` and `gate`
+share the flag groups defined here, and both parsers are read in one place.
 """
 
 from __future__ import annotations
@@ -12,14 +13,16 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from trainer import __version__, config, configfile, distributed
+from trainer import __version__, config, configfile, distributed, gate
 from trainer.compare_run import train_compare
-from trainer.config import OTHER_CHOICES, PRECISION_CHOICES
+from trainer.config import OTHER_CHOICES, PRECISION_CHOICES, RunConfig
 from trainer.configfile import parse_set
+from trainer.distributed import Dist
 from trainer.errors import BadInput, Interrupted, TrainerError
+from trainer.gate_run import GateRequest, plan_gate, run_gate
 from trainer.info import collect, human
 from trainer.metrics import Sink
 from trainer.model import SIZES
@@ -40,8 +43,20 @@ exit codes:
        last checkpoint is untouched), NaN/Inf weights when a checkpoint is due (not written),
        fp16 loss scale below its floor, or a loss spike with health.spike_action stop
   4    stopped by SIGTERM/SIGINT with nothing saved (no --ckpt-dir): nothing to resume from
+  5    `gate`: the candidate failed the quality gate (gate.json says why)
   130  SIGINT, 143 SIGTERM (podman stop): the current step finished, a checkpoint was saved,
        clean exit; start again with --resume to continue
+"""
+
+GATE_EXIT_CODES_HELP = """\
+exit codes:
+  0    pass: the candidate's loss and grad-norm traces lie within the reference's band
+  2    bad input, found before training: fewer than 3 seeds, an unknown preset, a bad --k or
+       --max-outside, and everything `train` refuses
+  3    a reference run stopped (NaN/Inf): there is no band to learn from
+  4    stopped by SIGTERM/SIGINT (the gate writes no checkpoints)
+  5    fail: too many steps outside the band, the final loss outside it, or the candidate
+       stopped (NaN/Inf); gate.json and gate.png are written either way
 """
 
 # the precision layering keys (presets.LAYERING_KEYS), plus how FP8 is done
@@ -73,10 +88,11 @@ def _train_parser(sub: Any) -> None:
     p.set_defaults(func=_cmd_train)
 
 
-def _add_input_args(p: argparse.ArgumentParser) -> None:
+def _add_input_args(p: argparse.ArgumentParser, preset: bool = True) -> None:
     """Where the settings, the model and the data come from."""
     p.add_argument("--config", metavar="FILE", help="config file (.yaml, .toml or .json)")
-    p.add_argument("--preset", choices=list(PRESETS), help="precision preset (default fp8-fwd)")
+    if preset:
+        p.add_argument("--preset", choices=list(PRESETS), help="precision preset (default fp8-fwd)")
     p.add_argument("--model", choices=list(SIZES), help="model size (default tiny)")
     p.add_argument(
         "--data", metavar="SOURCE", help="'synthetic', a .bin token file or a text file (bytes)"
@@ -161,20 +177,22 @@ def _add_precision_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_experiment_args(p: argparse.ArgumentParser) -> None:
+def _add_experiment_args(p: argparse.ArgumentParser, compare: bool = True) -> None:
     """Health action, A/B comparison, injected faults and any other config key."""
     p.add_argument("--spike-action", choices=OTHER_CHOICES[("health", "spike_action")])
-    p.add_argument(
-        "--compare",
-        metavar="A,B",
-        help="A/B: train presets A and B from the same init and data, interleaved and compiled "
-        "alike; write a PNG and JSON (also when one side stops)",
-    )
+    if compare:
+        p.add_argument(
+            "--compare",
+            metavar="A,B",
+            help="A/B: train presets A and B from the same init and data, interleaved and "
+            "compiled alike; write a PNG and JSON (also when one side stops)",
+        )
     p.add_argument(
         "--inject-fault",
         metavar="[PRESET:]nan@STEP",
-        help="make the loss NaN (or inf@STEP; weight-nan@STEP: a weight) at STEP; a PRESET: "
-        "prefix hits only that preset's runs (one side of --compare)",
+        help="make the loss NaN (or inf@STEP; weight-nan@STEP: a weight; weight-scale@STEP: one "
+        "layer's weight x8) at STEP; a PRESET: prefix hits only that preset's runs (one side of "
+        "--compare); under gate only the candidate is hit",
     )
     p.add_argument(
         "--set",
@@ -183,6 +201,61 @@ def _add_experiment_args(p: argparse.ArgumentParser) -> None:
         metavar="SECTION.KEY=VALUE",
         help="any config key, e.g. --set train.weight_decay=0.0 (repeatable)",
     )
+
+
+def _gate_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "gate",
+        help="FP8 quality gate: a candidate preset against a reference's run-to-run band",
+        description=(
+            "Train the reference preset with --seeds seeds (--seed, --seed + 1, ...) and learn\n"
+            "a band from their spread (per step: mean +- K sd, at least 1 % of the mean for the\n"
+            "loss, 10 % for the grad norm); train the candidate with --candidate-seed (default:\n"
+            "the first seed, the same init and batches) and fail it when more than --max-outside\n"
+            "of its loss or grad-norm steps, or its final loss (the last 10 % of the steps), fall\n"
+            "outside. Same model, data, steps and tokens for every run; no checkpoints. Writes\n"
+            "gate.json and gate.png to --out (docs/trainer.md, Quality gate)."
+        ),
+        epilog=GATE_EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--reference", required=True, choices=list(PRESETS), help="e.g. bf16")
+    p.add_argument("--candidate", required=True, choices=list(PRESETS), help="e.g. fp8")
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=gate.MIN_SEEDS,
+        metavar="N",
+        help=f"reference runs (default and minimum {gate.MIN_SEEDS})",
+    )
+    p.add_argument(
+        "--candidate-seed",
+        type=int,
+        metavar="N",
+        help="the candidate's seed (default: --seed, the first reference seed)",
+    )
+    p.add_argument("--out", default=".", metavar="DIR", help="where gate.json and gate.png go")
+    p.add_argument(
+        "--k",
+        type=float,
+        default=gate.K,
+        metavar="K",
+        help=f"band half width in reference standard deviations (default {gate.K:g})",
+    )
+    p.add_argument(
+        "--max-outside",
+        type=float,
+        default=gate.MAX_OUTSIDE,
+        metavar="FRACTION",
+        help=f"steps allowed outside the band (default {gate.MAX_OUTSIDE:g})",
+    )
+    _add_input_args(p, preset=False)
+    _add_schedule_args(p)
+    p.add_argument("--metrics-file", metavar="FILE", help="append every run's JSONL metrics here")
+    p.add_argument("--log-interval", type=int, metavar="N")
+    _add_precision_args(p)
+    _add_experiment_args(p, compare=False)
+    p.set_defaults(func=_cmd_gate)
 
 
 _FLAG_KEYS: dict[str, tuple[str, str]] = {
@@ -221,13 +294,35 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The flags that were given, as a nested config mapping (over --set)."""
     out = parse_set(args.set)
     for attr, (section, key) in _FLAG_KEYS.items():
-        value = getattr(args, attr)
+        value = getattr(args, attr, None)  # gate has no checkpoint flags
         if value is not None:
             out.setdefault(section, {})[key] = value
     if args.sensitive_layers is not None:
         layers = [x.strip() for x in args.sensitive_layers.split(",") if x.strip()]
         out.setdefault("precision", {})["sensitive_layers"] = layers
     return out
+
+
+def _session(
+    cfg: RunConfig, args: argparse.Namespace, body: Callable[[Dist, Sink, StopRequest], object]
+) -> None:
+    """The process around a command's runs: signals, the process group and the metrics sink."""
+    stop = StopRequest().install()
+    sink: Sink | None = None
+    every_rank = True  # every rank took this path: they can wait for each other at the end
+    try:
+        d = distributed.init(cfg.train)
+        sink = Sink(cfg.metrics.file, enabled=d.is_main, tensorboard=cfg.metrics.tensorboard_dir)
+        body(d, sink, stop)
+    except BaseException as exc:
+        every_rank = distributed.raised_on_every_rank(exc)
+        raise
+    finally:
+        if sink is not None:
+            sink.close()
+        distributed.finish(every_rank)
+        if args.restore_signals:
+            stop.restore()
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -242,26 +337,34 @@ def _cmd_train(args: argparse.Namespace) -> int:
         if unknown:
             choices = ", ".join(PRESETS)
             raise BadInput(f"--compare: unknown preset(s) {unknown}; choose from {choices}")
-    stop = StopRequest().install()
-    sink: Sink | None = None
-    every_rank = True  # every rank took this path: they can wait for each other at the end
-    try:
-        d = distributed.init(cfg.train)
-        sink = Sink(cfg.metrics.file, enabled=d.is_main, tensorboard=cfg.metrics.tensorboard_dir)
+
+    def body(d: Dist, sink: Sink, stop: StopRequest) -> None:
         if compare is not None:
             train_compare(cfg, compare, d, sink, stop)
         else:
             train(cfg, d, sink, stop)
-    except BaseException as exc:
-        every_rank = distributed.raised_on_every_rank(exc)
-        raise
-    finally:
-        if sink is not None:
-            sink.close()
-        distributed.finish(every_rank)
-        if args.restore_signals:
-            stop.restore()
+
+    _session(cfg, args, body)
     return 0
+
+
+def _cmd_gate(args: argparse.Namespace) -> int:
+    request = GateRequest(
+        args.reference,
+        args.candidate,
+        args.seeds,
+        args.candidate_seed,
+        args.k,
+        args.max_outside,
+        args.out,
+    )
+    file_data = configfile.load(args.config) if args.config else {}
+    plan = plan_gate(request, file_data, overrides(args))
+    codes: list[int] = []
+    _session(
+        plan.candidate_cfg, args, lambda d, sink, stop: codes.append(run_gate(plan, d, sink, stop))
+    )
+    return codes[0]
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
@@ -278,8 +381,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"trainer {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{train,info}")
+    sub = parser.add_subparsers(dest="command", metavar="{train,gate,info}")
     _train_parser(sub)
+    _gate_parser(sub)
     info = sub.add_parser("info", help="report torch, CUDA, GPUs and FP8 support")
     info.add_argument("--json", action="store_true", help="one JSON object on stdout")
     info.set_defaults(func=_cmd_info)

@@ -16,6 +16,9 @@ EXIT_NUMERICAL = 3
 # trainer could catch it (still starting). Distinct from 143/130, which promise a complete
 # checkpoint to resume from, so that a scheduler requeues only on those.
 EXIT_STOPPED_UNSAVED = 4
+# `trainer gate`: the candidate's run fell outside the reference's band (trainer/gate.py); the
+# runs themselves went fine, so neither 2 (input) nor 3 (a numerical stop of the reference)
+EXIT_GATE_FAILED = 5
 
 
 def exit_code_for_signal(signum: int) -> int:

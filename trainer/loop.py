@@ -280,7 +280,7 @@ class Loop:
                     f"step {v.step}: loss scale fell to {v.loss_scale:g}, below "
                     f"precision.loss_scale_floor {floor:g}: fp16 gradients keep overflowing"
                 )
-            self._account(v.step, v.loss)
+            self._account(v.step, v.loss, v.grad_norm)
             self.grad_norms.add(v.grad_norm)
             spike = self.spikes.observe(v.step, v.loss)
             if spike is not None:
@@ -302,7 +302,7 @@ class Loop:
         if not add_to_last:
             self.timed_last = timed
 
-    def _account(self, step: int, loss: float) -> None:
+    def _account(self, step: int, loss: float, grad_norm: float) -> None:
         o = self.outcome
         if o.first_loss is None:
             o.first_loss = loss
@@ -310,6 +310,7 @@ class Loop:
         o.tokens += self.tokens_per_step * self.run.dist.world
         if self.keep_curve:
             o.losses[step] = loss
+            o.grad_norms[step] = grad_norm
 
     def _interrupted(self, step: int) -> Interrupted:
         signum = self.stop.signum if self.stop.signum is not None else 15

@@ -1,4 +1,5 @@
-"""What a training run did: the summary record's numbers and, for --compare, the loss curve."""
+"""What a training run did: the summary record's numbers and, for --compare and the quality gate,
+the loss (and grad-norm) curve."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ class Outcome:
     first_loss: float | None = None
     final_loss: float | None = None
     losses: dict[int, float] = field(default_factory=dict)
+    grad_norms: dict[int, float] = field(default_factory=dict)  # kept with the curve (the gate)
     eval_loss: float | None = None
     peak_mem_gb: float = 0.0
     tokens: int = 0

@@ -9,7 +9,7 @@ import contextlib
 
 import torch
 
-from trainer import memory
+from trainer import fault, memory
 from trainer.assemble import Run
 from trainer.distributed import all_reduce_host, no_sync
 from trainer.errors import OutOfMemory
@@ -42,7 +42,7 @@ def backward(
         with run.weight_context(), _eager(armed and run.compiled):
             with no_sync(run.model, micro == accum - 1), run.forward_context():
                 loss = run.model(x, y)
-            if run.fault is not None and run.fault[1] == step and run.fault[0] != "weight-nan":
+            if run.fault is not None and run.fault[1] == step and run.fault[0] in ("nan", "inf"):
                 loss = loss * float(run.fault[0])
             loss_sum += loss.detach().float()
             scaled = loss / accum
@@ -86,6 +86,11 @@ def optimizer_step(
     if run.fault is not None and run.fault == ("weight-nan", step):
         with torch.no_grad():
             params[0].view(-1)[0] = float("nan")
+    if run.fault is not None and run.fault == ("weight-scale", step):
+        layer = run.core.get_submodule(fault.scaled_layer(run.arch.n_layers))
+        assert isinstance(layer, torch.nn.Linear)  # Float8Linear and FSDP2's classes are ones
+        with torch.no_grad():
+            layer.weight.mul_(fault.WEIGHT_SCALE)
     return scale
 
 

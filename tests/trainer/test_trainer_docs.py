@@ -8,10 +8,11 @@ import re
 import pytest
 
 from tests.trainer.trainer_helpers import REPO
-from trainer.cli import EXIT_CODES_HELP
+from trainer.cli import EXIT_CODES_HELP, GATE_EXIT_CODES_HELP
 from trainer.config import SECTIONS
 from trainer.errors import (
     EXIT_BAD_INPUT,
+    EXIT_GATE_FAILED,
     EXIT_NUMERICAL,
     EXIT_OK,
     EXIT_SIGINT,
@@ -29,7 +30,8 @@ def test_every_config_key_is_documented(key: str) -> None:
     assert f"`{key}`" in DOC
 
 
-CODES = {EXIT_OK, EXIT_BAD_INPUT, EXIT_NUMERICAL, EXIT_STOPPED_UNSAVED, EXIT_SIGINT, EXIT_SIGTERM}
+CODES = {EXIT_OK, EXIT_BAD_INPUT, EXIT_NUMERICAL, EXIT_STOPPED_UNSAVED, EXIT_GATE_FAILED,
+         EXIT_SIGINT, EXIT_SIGTERM}  # fmt: skip
 
 
 def listed_codes(help_text: str) -> set[int]:
@@ -51,3 +53,5 @@ def test_presets_and_exit_codes_are_documented() -> None:
         assert f"`{name}`" in DOC
     assert documented_codes(DOC) == CODES
     assert listed_codes(EXIT_CODES_HELP) == CODES
+    gate_codes = {EXIT_OK, EXIT_BAD_INPUT, EXIT_NUMERICAL, EXIT_STOPPED_UNSAVED, EXIT_GATE_FAILED}
+    assert listed_codes(GATE_EXIT_CODES_HELP) == gate_codes
