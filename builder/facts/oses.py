@@ -194,6 +194,8 @@ _CRB10 = Source(
 )
 
 
+# where a distribution the matrix does not know is added (README.md's "Adding a cell")
+NEW_DISTRO = "a new distribution is a DISTROS entry in builder/facts/oses.py, with its sources"
 DISTROS: dict[str, Distro] = {
     d.key: d
     for d in (

@@ -190,10 +190,15 @@ def _mounts(
     return tuple(mounts)
 
 
+# the bundled trainer's subcommands (trainer/cli.py; the builder never imports the trainer,
+# tests/launch/test_plan.py holds the two equal)
+TRAINER_COMMANDS = ("train", "gate", "info")
+
+
 def _trainer_args(req: RunRequest) -> tuple[str, ...]:
     """`train` unless the user named a trainer command; --ckpt-dir /ckpt when /ckpt is mounted."""
     args = list(req.trainer_args)
-    if not args or args[0] not in ("train", "info"):
+    if not args or args[0] not in TRAINER_COMMANDS:
         args.insert(0, "train")
     if (
         req.ckpt is not None

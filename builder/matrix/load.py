@@ -10,7 +10,7 @@ from packaging.version import InvalidVersion, Version
 from builder.facts import drivers as driver_rules
 from builder.facts.driver_version import DriverVersion
 from builder.facts.gpus import GPUS
-from builder.facts.oses import DISTROS, EL_FAMILIES
+from builder.facts.oses import DISTROS, EL_FAMILIES, NEW_DISTRO
 from builder.matrix import model as m
 from builder.matrix import validate as v
 from builder.matrix.mirrors import TOP as TOP_MIRRORS
@@ -172,11 +172,7 @@ def _os(r: Reader, key: str, value: Any) -> m.OsSpec:
     distro_key = r.text(d.get("distro", key), f"{kp}.distro", v.KEY)
     if distro_key not in DISTROS:
         where = f"{kp}.distro" if "distro" in d else kp
-        r.fail(
-            where,
-            f"unknown distro {distro_key!r} (known: {', '.join(DISTROS)}; a new distribution "
-            "is a DISTROS entry in builder/facts/oses.py, with its sources: docs/matrix.md)",
-        )
+        r.fail(where, f"unknown distro {distro_key!r} (known: {', '.join(DISTROS)}; {NEW_DISTRO})")
     distro = DISTROS[distro_key]
     family = distro.family
     pattern = version_pattern(family)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import os
 import shlex
@@ -18,7 +19,7 @@ from builder.host import this_host
 from builder.judgement.gpu_identity import identify
 from builder.launch import cli_line, hostfacts
 from builder.launch.gpucheck import check_driver
-from builder.launch.plan import plan_run
+from builder.launch.plan import TRAINER_COMMANDS, plan_run
 from builder.launch.request import (
     ACL_GROUP,
     ACL_GROUP_OBJ,
@@ -34,6 +35,7 @@ from builder.launch.request import (
     parse_rdzv,
 )
 from tests.launch.helpers import IMAGE, host, image, request
+from trainer.cli import build_parser as trainer_parser
 
 FIXTURES = Path(__file__).resolve().parents[1] / "preflight" / "fixtures"
 
@@ -423,3 +425,12 @@ def test_the_stop_note_promises_a_checkpoint_only_where_one_is_mounted() -> None
     assert not any("checkpoint" in n and "nothing" not in n for n in bare if n.startswith("stop"))
     mounted = plan_run(request(ckpt="/srv/ckpt"), host(), image()).notes
     assert any("checkpoint into /srv/ckpt (/ckpt in the container; exit 143)" in n for n in mounted)
+
+
+def test_run_knows_every_trainer_command() -> None:
+    """`trainimg run IMAGE -- gate ...` runs the trainer's gate, not `train gate`: the planner's
+    list is the trainer's own subcommands (the builder never imports the trainer)."""
+    (sub,) = [a for a in trainer_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    assert sorted(TRAINER_COMMANDS) == sorted(sub.choices)
+    run = plan_run(request(trainer_args=("gate", "--seeds", "3")), host(), image())
+    assert run.command[-3:] == ("gate", "--seeds", "3") and "train" not in run.command[-4:]
