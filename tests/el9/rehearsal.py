@@ -266,6 +266,12 @@ def standin_base(engine: Engine, cache: Path, base: BaseSpec, refs: tuple[str, .
             root = Path(tmp) / "root"
             root.mkdir()
             subprocess.run(["tar", "-xf", str(base_tar), "-C", str(root)], check=True, timeout=600)
+            # the base carries no DNS servers (builder/build/rootfs_normalize.py empties the
+            # build host's resolv.conf): apt in this chroot gets this machine's, as debootstrap
+            # gave it, and the stand-in is left without them again
+            resolv = root / "etc/resolv.conf"
+            if Path("/etc/resolv.conf").is_file():
+                shutil.copyfile("/etc/resolv.conf", resolv)
             _chroot(root, "apt-get", "update", "-qq")
             _chroot(
                 root,
@@ -281,6 +287,7 @@ def standin_base(engine: Engine, cache: Path, base: BaseSpec, refs: tuple[str, .
             for rel in STANDIN_TRIM:
                 shutil.rmtree(root / rel, ignore_errors=True)
             (root / "var/lib/apt/lists").mkdir()
+            resolv.write_text("")
             (root / "etc/yum.repos.d").mkdir(parents=True, exist_ok=True)
             (root / "etc/yum.repos.d/base.repo").write_text(BASE_REPO, encoding="utf-8")
             (root / "etc/dnf/vars").mkdir(parents=True, exist_ok=True)
