@@ -10,13 +10,13 @@ written as JSON next to a PNG (trainer/figure.py).
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trainer import figure
+from trainer.metrics import json_safe
 from trainer.mfu import mfu
 from trainer.outcome import Outcome
 
@@ -166,20 +166,9 @@ def write(summary: dict[str, Any], a: Side, b: Side, out_dir: Path) -> tuple[Pat
     tmp_png.replace(png_path)
     doc = summary | {"png": str(png_path), "png_renderer": renderer}
     tmp_json = json_path.with_name(f".{json_path.name}.tmp")
-    tmp_json.write_text(json.dumps(_clean(doc), indent=1, allow_nan=False) + "\n")
+    tmp_json.write_text(json.dumps(json_safe(doc), indent=1, allow_nan=False) + "\n")
     tmp_json.replace(json_path)
     return json_path, png_path
-
-
-def _clean(value: Any) -> Any:
-    """JSON has no NaN: non-finite numbers become null (a stopped side's last loss)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    return value
 
 
 def report(summary: dict[str, Any]) -> list[str]:

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainer import compare, config, fault, gate, gate_figure
+from trainer import config, fault, gate, gate_figure
 from trainer.config import RunConfig, deep_merge
 from trainer.distributed import Dist
 from trainer.errors import EXIT_GATE_FAILED, EXIT_OK, BadInput, NumericalStop
-from trainer.metrics import Sink
+from trainer.metrics import Sink, json_safe
 from trainer.outcome import Outcome
 from trainer.run import start
 from trainer.signals import StopRequest
@@ -134,7 +134,7 @@ def _write(doc: dict[str, Any], out: Path) -> tuple[Path, Path]:
     tmp_png.replace(png_path)
     full = doc | {"png": str(png_path), "png_renderer": "builtin"}
     tmp_json = out / ".gate.json.tmp"
-    tmp_json.write_text(json.dumps(compare._clean(full), indent=1, allow_nan=False) + "\n")
+    tmp_json.write_text(json.dumps(json_safe(full), indent=1, allow_nan=False) + "\n")
     tmp_json.replace(json_path)
     return json_path, png_path
 

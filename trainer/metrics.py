@@ -46,13 +46,15 @@ def peak_memory_gb(device: torch.device) -> tuple[float, str]:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, "host_max_rss"
 
 
-def _clean(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
+    """JSON has no NaN: non-finite numbers become null (a stopped run's last loss); the
+    metrics lines, --compare's and the gate's JSON all write through it."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 
@@ -113,7 +115,7 @@ class Sink:
         if self._file is None:
             return
         try:
-            self._file.write(json.dumps(_clean(record), allow_nan=False) + "\n")
+            self._file.write(json.dumps(json_safe(record), allow_nan=False) + "\n")
             self._file.flush()
         except OSError as exc:
             self._drop()
