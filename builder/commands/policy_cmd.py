@@ -45,7 +45,11 @@ def register(sub: Any) -> None:
         help="where signing writes: a directory (or file:// URL) podman can write (default: "
         "--signatures; an http(s) --signatures needs one)",
     )
-    p.add_argument("--dest", default=_default_dest(), help="(default: %(default)s)")
+    p.add_argument(
+        "--dest",
+        default=None,
+        help="(default: $XDG_CONFIG_HOME/containers, or ~/.config/containers without it)",
+    )
     p.add_argument("--reject-others", action="store_true", help="refuse every other image")
     p.add_argument("--force", action="store_true", help="replace an existing policy.json")
     p.set_defaults(func=run)
@@ -60,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         raise TrainimgError(
             f"--key {args.key}: not an armored GPG public key (`gpg --armor --export KEY-ID`)"
         )
-    dest = output_dir(Path(args.dest), "--dest")
+    dest = output_dir(Path(args.dest or _default_dest()), "--dest")
     target = dest / "policy.json"
     if target.exists() and not args.force:
         raise TrainimgError(

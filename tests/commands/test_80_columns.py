@@ -54,6 +54,10 @@ def _parsers(parser: argparse.ArgumentParser, name: str) -> Iterator[tuple[str, 
 
 def test_every_help_fits_80_columns_and_breaks_no_word(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "80")
+    # CI checks out under a longer path than a laptop: no help may print this machine's paths
+    deep = "/" + "/".join(["a-checkout-directory-deeper-than-this-one"] * 3)
+    for var in ("XDG_CONFIG_HOME", "HOME", "TRAINIMG_CACHE", "TRAINIMG_WHEELHOUSE"):
+        monkeypatch.setenv(var, deep)
     helps = dict(_parsers(build_parser(None), "trainimg"))
     assert {"trainimg build", "trainimg matrix list", "trainimg config show"} <= set(helps)
     for name, parser in helps.items():

@@ -140,3 +140,18 @@ def test_a_later_tags_signature_never_replaces_an_earlier_ones(tmp_path: Path) -
     (where / "signature-1").write_bytes(b"signed as :hash")  # the same tag pushed again
     (where / "signature-2").unlink()
     assert signing.keep_signatures(where, again) == 2  # no duplicate
+
+
+def test_policy_without_dest_writes_podmans_per_user_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from builder.cli import main
+
+    key = tmp_path / "key.asc"
+    key.write_text("-----BEGIN PGP PUBLIC KEY BLOCK-----\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    args = ["policy", "--registry", "reg:5000/r", "--key", str(key)]
+    assert main([*args, "--signatures", str(tmp_path / "sigs")]) == 0
+    written = json.loads((tmp_path / "xdg" / "containers" / "policy.json").read_text())
+    assert "reg:5000/r" in json.dumps(written)
+    assert (tmp_path / "xdg" / "containers" / "registries.d" / "trainimg-reg-5000.yaml").is_file()
